@@ -1,0 +1,316 @@
+//! Public Chat and the embeddable Widget: configuration as returned, the partial
+//! shape `widget.configure` accepts, and the integration manifest.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::resources::Language;
+use crate::schema::not_null;
+
+/// Largest `allowedOrigins`.
+pub const MAX_ALLOWED_ORIGINS: usize = 50;
+/// Pattern of a brand colour.
+pub const BRAND_COLOR_PATTERN: &str = "^#[0-9a-fA-F]{6}$";
+
+#[derive(Clone, Debug, PartialEq, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct PublicChat {
+    pub agent_id: String,
+    pub enabled: bool,
+    /// Stable public address of the chat page.
+    #[schemars(url)]
+    pub url: String,
+    pub website: Option<String>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Theme {
+    Light,
+    Dark,
+    Auto,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Orientation {
+    Left,
+    Right,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum BubbleStyle {
+    Icon,
+    Pill,
+}
+
+/// The effective, canonical Widget configuration.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct WidgetConfiguration {
+    /// Exact origins (`scheme://host[:port]`) the Widget may be embedded on.
+    #[schemars(length(max = 50))]
+    pub allowed_origins: Vec<String>,
+    /// Read-only: domains imported from legacy settings.
+    #[schemars(inner(length(min = 1)))]
+    pub legacy_allowed_domains: Vec<String>,
+    /// Read-only: legacy settings allowed any origin.
+    pub legacy_allows_any_origin: bool,
+    pub show_branding: bool,
+    pub default_language: Language,
+    pub website: Option<String>,
+    pub appearance: Appearance,
+    pub behavior: Behavior,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Appearance {
+    pub headline: String,
+    pub description: String,
+    pub welcome_message: String,
+    #[schemars(regex(pattern = BRAND_COLOR_PATTERN))]
+    pub brand_color: String,
+    pub theme: Theme,
+    pub orientation: Orientation,
+    pub logo_url: String,
+    pub bubble_style: BubbleStyle,
+    pub bubble_label: Option<String>,
+    pub use_brand_color: bool,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Behavior {
+    pub instructions: String,
+    #[schemars(range(min = 0, max = 1))]
+    pub conversation_temperature: f64,
+    #[schemars(range(min = 0, max = 1))]
+    pub conversation_creativity: f64,
+    pub welcome_popup: WelcomePopup,
+    pub collect_user_info: CollectUserInfo,
+    pub lead_capture: LeadCapture,
+    #[schemars(length(max = 4))]
+    pub predefined_questions: Vec<PredefinedQuestion>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct WelcomePopup {
+    pub enabled: bool,
+    #[schemars(range(min = 0, max = 30))]
+    pub seconds: f64,
+    pub message: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct CollectUserInfo {
+    pub enabled: bool,
+    pub message: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct LeadCapture {
+    pub enabled: bool,
+    /// An e-mail address, or empty.
+    #[schemars(extend("anyOf" = [{ "format": "email" }, { "const": "" }]))]
+    pub contact_email: String,
+    /// A URI, or empty.
+    #[schemars(extend("anyOf" = [{ "format": "uri" }, { "const": "" }]))]
+    pub calendar_link: String,
+    pub phone_number: String,
+    pub custom_message: String,
+    pub email_notification_enabled: bool,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct PredefinedQuestion {
+    #[schemars(length(min = 1))]
+    pub question: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(transform = not_null)]
+    pub order: Option<f64>,
+}
+
+/// The partial configuration `widget.configure` merges into the stored one.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct WidgetConfigurationPatch {
+    /// The complete new list of allowed origins.
+    #[serde(default)]
+    #[schemars(transform = not_null, length(max = 50))]
+    pub allowed_origins: Option<Vec<String>>,
+    /// Origins whose removal by this call the caller confirms.
+    #[serde(default)]
+    #[schemars(transform = not_null, inner(length(min = 1)))]
+    pub confirm_removed_origins: Option<Vec<String>>,
+    #[serde(default)]
+    #[schemars(transform = not_null)]
+    pub show_branding: Option<bool>,
+    #[serde(default)]
+    #[schemars(transform = not_null)]
+    pub default_language: Option<Language>,
+    /// An absolute `http`/`https` URL, or `null` to clear it.
+    #[serde(default)]
+    #[schemars(length(max = 2000))]
+    pub website: crate::patch::Patch<String>,
+    #[serde(default)]
+    #[schemars(transform = not_null)]
+    pub appearance: Option<AppearancePatch>,
+    #[serde(default)]
+    #[schemars(transform = not_null)]
+    pub behavior: Option<BehaviorPatch>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct AppearancePatch {
+    #[serde(default)]
+    #[schemars(transform = not_null)]
+    pub headline: Option<String>,
+    #[serde(default)]
+    #[schemars(transform = not_null)]
+    pub description: Option<String>,
+    #[serde(default)]
+    #[schemars(transform = not_null)]
+    pub welcome_message: Option<String>,
+    #[serde(default)]
+    #[schemars(transform = not_null, regex(pattern = BRAND_COLOR_PATTERN))]
+    pub brand_color: Option<String>,
+    #[serde(default)]
+    #[schemars(transform = not_null)]
+    pub theme: Option<Theme>,
+    #[serde(default)]
+    #[schemars(transform = not_null)]
+    pub orientation: Option<Orientation>,
+    #[serde(default)]
+    #[schemars(transform = not_null)]
+    pub logo_url: Option<String>,
+    #[serde(default)]
+    #[schemars(transform = not_null)]
+    pub bubble_style: Option<BubbleStyle>,
+    #[serde(default)]
+    pub bubble_label: crate::patch::Patch<String>,
+    #[serde(default)]
+    #[schemars(transform = not_null)]
+    pub use_brand_color: Option<bool>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct BehaviorPatch {
+    #[serde(default)]
+    #[schemars(transform = not_null)]
+    pub instructions: Option<String>,
+    #[serde(default)]
+    #[schemars(transform = not_null, range(min = 0, max = 1))]
+    pub conversation_temperature: Option<f64>,
+    #[serde(default)]
+    #[schemars(transform = not_null, range(min = 0, max = 1))]
+    pub conversation_creativity: Option<f64>,
+    #[serde(default)]
+    #[schemars(transform = not_null)]
+    pub welcome_popup: Option<WelcomePopupPatch>,
+    #[serde(default)]
+    #[schemars(transform = not_null)]
+    pub collect_user_info: Option<CollectUserInfoPatch>,
+    #[serde(default)]
+    #[schemars(transform = not_null)]
+    pub lead_capture: Option<LeadCapturePatch>,
+    /// The complete new list of suggested questions.
+    #[serde(default)]
+    #[schemars(transform = not_null, length(max = 4))]
+    pub predefined_questions: Option<Vec<PredefinedQuestion>>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct WelcomePopupPatch {
+    #[serde(default)]
+    #[schemars(transform = not_null)]
+    pub enabled: Option<bool>,
+    #[serde(default)]
+    #[schemars(transform = not_null, range(min = 0, max = 30))]
+    pub seconds: Option<f64>,
+    #[serde(default)]
+    #[schemars(transform = not_null)]
+    pub message: Option<String>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct CollectUserInfoPatch {
+    #[serde(default)]
+    #[schemars(transform = not_null)]
+    pub enabled: Option<bool>,
+    #[serde(default)]
+    #[schemars(transform = not_null)]
+    pub message: Option<String>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct LeadCapturePatch {
+    #[serde(default)]
+    #[schemars(transform = not_null)]
+    pub enabled: Option<bool>,
+    #[serde(default)]
+    #[schemars(transform = not_null, extend("anyOf" = [{ "format": "email" }, { "const": "" }]))]
+    pub contact_email: Option<String>,
+    #[serde(default)]
+    #[schemars(transform = not_null, extend("anyOf" = [{ "format": "uri" }, { "const": "" }]))]
+    pub calendar_link: Option<String>,
+    #[serde(default)]
+    #[schemars(transform = not_null)]
+    pub phone_number: Option<String>,
+    #[serde(default)]
+    #[schemars(transform = not_null)]
+    pub custom_message: Option<String>,
+    #[serde(default)]
+    #[schemars(transform = not_null)]
+    pub email_notification_enabled: Option<bool>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ManifestRef {
+    pub id: String,
+    pub slug: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct WidgetPackage {
+    #[schemars(extend("const" = "svc-widget-react"))]
+    pub package_name: &'static str,
+    #[schemars(extend("const" = "2.0.5"))]
+    pub version: &'static str,
+    #[schemars(extend("const" = "SvcChat"))]
+    pub component: &'static str,
+    #[schemars(extend("const" = "embedId"))]
+    pub agent_id_prop: &'static str,
+}
+
+impl WidgetPackage {
+    pub const CURRENT: WidgetPackage = WidgetPackage {
+        package_name: "svc-widget-react",
+        version: "2.0.5",
+        component: "SvcChat",
+        agent_id_prop: "embedId",
+    };
+}
+
+/// Everything a page needs to embed the Widget; no secrets.
+#[derive(Clone, Debug, PartialEq, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct WidgetManifest {
+    pub workspace: ManifestRef,
+    pub agent: ManifestRef,
+    pub package: WidgetPackage,
+    pub configuration: WidgetConfiguration,
+    pub public_chat: PublicChat,
+}

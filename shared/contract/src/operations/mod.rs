@@ -1,0 +1,48 @@
+//! Input and output types of the 30 operations, one module per group.
+//!
+//! Inputs deny unknown fields. `idempotencyKey` is not declared here: the catalog
+//! adds it to the schema of every mutating operation and the call path takes it
+//! out before the input is read, so no operation can forget or wrongly accept it.
+
+pub mod agent;
+pub mod api_key;
+pub mod identity;
+pub mod knowledge_source;
+pub mod public_chat;
+pub mod widget;
+pub mod workspace;
+
+/// Results per page when `pageSize` is omitted.
+pub const DEFAULT_PAGE_SIZE: u32 = 50;
+/// Largest `pageSize`.
+pub const MAX_PAGE_SIZE: u32 = 100;
+
+pub(crate) fn default_page_size() -> u32 {
+    DEFAULT_PAGE_SIZE
+}
+
+/// An input with no fields.
+#[derive(Clone, Debug, Default, serde::Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Empty {}
+
+/// Declares a paged list input: `cursor` and `pageSize`, plus the given fields.
+macro_rules! paged_input {
+    ($(#[$meta:meta])* $name:ident { $($(#[$fmeta:meta])* pub $field:ident: $ty:ty,)* }) => {
+        $(#[$meta])*
+        #[derive(Clone, Debug, serde::Deserialize, schemars::JsonSchema)]
+        #[serde(deny_unknown_fields, rename_all = "camelCase")]
+        pub struct $name {
+            $($(#[$fmeta])* pub $field: $ty,)*
+            /// Opaque cursor from `meta.nextCursor` of the previous page.
+            #[serde(default)]
+            #[schemars(length(min = 1))]
+            pub cursor: Option<String>,
+            /// Results per page.
+            #[serde(default = "crate::operations::default_page_size")]
+            #[schemars(range(min = 1, max = 100))]
+            pub page_size: u32,
+        }
+    };
+}
+pub(crate) use paged_input;
