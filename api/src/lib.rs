@@ -1,1 +1,17 @@
+//! `svc-api`: the surfaces of svc. HTTP operations, MCP, discovery, health and
+//! metrics, plus the operator commands. No business rules live here: every
+//! request becomes a call into `svc-core`.
 
+pub mod admin;
+pub mod app;
+pub mod config;
+pub mod discovery;
+pub mod health;
+pub mod mcp;
+pub mod metrics;
+pub mod operations;
+pub mod response;
+pub mod telemetry;
+
+pub use app::{App, AppState, router};
+pub use config::ServeConfig;

@@ -1,1 +1,79 @@
-fn main() {}
+//! `svc-api`: serve the API, migrate the database, or run an operator command.
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use serde_json::json;
+use svc_api::admin::{self, AdminCommand};
+use svc_api::config::{DatabaseArgs, ServeConfig};
+use svc_api::{App, app, telemetry};
+
+#[derive(Parser)]
+#[command(
+    name = "svc-api",
+    version,
+    about = "The svc API: tenant operations over HTTP and MCP."
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Serves the API until SIGTERM or SIGINT.
+    Serve(Box<ServeConfig>),
+    /// Applies the database migrations and exits.
+    Migrate(DatabaseArgs),
+    /// Operator commands; each prints one JSON object.
+    Admin {
+        #[command(flatten)]
+        database: DatabaseArgs,
+        #[command(subcommand)]
+        command: AdminCommand,
+    },
+}
+
+static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../migrations");
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    telemetry::init();
+    let cli = Cli::parse();
+    match run(cli.command).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            tracing::error!("{error:#}");
+            eprintln!("svc-api: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(command: Command) -> anyhow::Result<()> {
+    match command {
+        Command::Serve(config) => {
+            let pool = app::connect(
+                config.database.url(),
+                config.database.database_max_connections,
+            )
+            .await?;
+            let app = App::build(&config, pool).await?;
+            tracing::info!(addr = %app.local_addr()?, base_url = %config.public_base_url(), "svc-api listening");
+            app.run_until(app::shutdown_signal()).await
+        }
+        Command::Migrate(database) => {
+            let pool = app::connect(database.url(), 2).await?;
+            MIGRATOR.run(&pool).await?;
+            let applied = MIGRATOR.iter().count();
+            println!("{}", json!({ "migrated": true, "migrations": applied }));
+            Ok(())
+        }
+        Command::Admin { database, command } => {
+            let pool = app::connect(database.url(), 2).await?;
+            let output = admin::run(&pool, command).await?;
+            println!("{output}");
+            Ok(())
+        }
+    }
+}

@@ -131,6 +131,9 @@ pub struct Problem {
     /// Set when a dependency (database, queue) is unreachable: answered 503 with
     /// `Retry-After` instead of 500.
     pub unavailable: bool,
+    /// Set when the request body is over the operation's limit: answered 413
+    /// instead of 400.
+    pub too_large: bool,
 }
 
 impl Problem {
@@ -140,6 +143,7 @@ impl Problem {
             message: message.into(),
             details: None,
             unavailable: false,
+            too_large: false,
         }
     }
 
@@ -197,9 +201,23 @@ impl Problem {
         }
     }
 
+    /// `invalid_request` for a body over `limit` bytes: answered 413.
+    pub fn body_too_large(limit: usize) -> Self {
+        Self {
+            too_large: true,
+            ..Self::invalid(
+                "body_too_large",
+                format!("The request body is larger than {limit} bytes."),
+            )
+            .with_detail("limit", limit)
+        }
+    }
+
     pub fn http_status(&self) -> u16 {
         if self.unavailable {
             503
+        } else if self.too_large {
+            413
         } else {
             self.code.http_status()
         }
@@ -257,6 +275,8 @@ mod tests {
             ]
         );
         assert_eq!(Problem::unavailable().http_status(), 503);
+        assert_eq!(Problem::body_too_large(10).http_status(), 413);
+        assert_eq!(Problem::body_too_large(10).http_status(), 413);
     }
 
     #[test]

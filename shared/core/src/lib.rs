@@ -1,1 +1,25 @@
+//! `svc-core`: the domain behind the contract.
+//!
+//! The call path every surface uses ([`Service::authenticate`] then
+//! [`Service::call`]), the operation handlers, the store (all SQL), idempotency
+//! and entitlements.
 
+pub mod admin;
+pub mod auth;
+pub mod caller;
+pub mod config;
+pub mod cursor;
+pub mod entitlements;
+pub mod error;
+pub mod idempotency;
+pub mod ids;
+mod ops;
+pub mod service;
+pub mod slug;
+pub mod store;
+pub mod timestamp;
+pub mod validate;
+
+pub use caller::Caller;
+pub use config::{CoreConfig, JwksSource, OidcConfig};
+pub use service::{ClientHints, Reply, Service};

@@ -1,0 +1,57 @@
+//! Liveness, readiness and metrics endpoints.
+
+use std::time::Duration;
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::{StatusCode, header};
+use axum::response::IntoResponse;
+use serde_json::json;
+
+use crate::app::AppState;
+
+const CHECK_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// The process is alive.
+pub async fn healthz() -> impl IntoResponse {
+    Json(json!({ "status": "ok" }))
+}
+
+/// The database and Redis are reachable: 200, else 503 naming what is not.
+pub async fn readyz(State(state): State<AppState>) -> impl IntoResponse {
+    let database = tokio::time::timeout(
+        CHECK_TIMEOUT,
+        sqlx::query("SELECT 1").execute(state.service.pool()),
+    )
+    .await
+    .is_ok_and(|r| r.is_ok());
+    let redis = tokio::time::timeout(CHECK_TIMEOUT, ping_redis(&state.redis))
+        .await
+        .is_ok_and(|r| r.is_ok());
+    let status = if database && redis {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    let word = |ok: bool| if ok { "ok" } else { "unreachable" };
+    let body = json!({
+        "status": if status == StatusCode::OK { "ready" } else { "unavailable" },
+        "checks": { "database": word(database), "redis": word(redis) }
+    });
+    (status, Json(body))
+}
+
+async fn ping_redis(client: &redis::Client) -> redis::RedisResult<()> {
+    let mut conn = client.get_multiplexed_async_connection().await?;
+    redis::cmd("PING")
+        .query_async::<String>(&mut conn)
+        .await
+        .map(|_| ())
+}
+
+pub async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
+    (
+        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+        state.metrics.render(state.service.pool()),
+    )
+}

@@ -1,0 +1,112 @@
+//! The HTTP surface of the catalog: `POST /api/public/operations/<path>`.
+//!
+//! It turns a request into (operation, credential, Workspace selector, input)
+//! and hands them to the core; nothing else happens here.
+
+use std::time::Instant;
+
+use axum::body::Body;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, Method, header};
+use axum::response::Response;
+use axum::{Extension, body};
+use serde_json::Value;
+use svc_contract::identity::SecretLocation;
+use svc_contract::{
+    CLIENT_VERSION_HEADER, Problem, ProblemCode, SECRET_LOCATION_HEADER, WORKSPACE_HEADER, catalog,
+};
+use svc_core::ClientHints;
+
+use crate::app::AppState;
+use crate::metrics::Surface;
+use crate::response::{self, RequestId};
+
+pub fn header_str<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+    headers.get(name).and_then(|v| v.to_str().ok())
+}
+
+/// What a client declares about itself in `Svc-Client-Version` and `Svc-Secret-Location`.
+pub fn client_hints(headers: &HeaderMap) -> ClientHints {
+    ClientHints {
+        version: header_str(headers, CLIENT_VERSION_HEADER).map(str::to_owned),
+        secret_location: header_str(headers, SECRET_LOCATION_HEADER)
+            .map(SecretLocation::parse)
+            .unwrap_or_default(),
+    }
+}
+
+pub async fn handle(
+    State(state): State<AppState>,
+    Extension(request_id): Extension<RequestId>,
+    Path(path): Path<String>,
+    method: Method,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    let Some(op) = catalog::by_path(&path) else {
+        let problem = Problem::new(
+            ProblemCode::ResourceNotFound,
+            format!("There is no operation at `{path}`."),
+        );
+        return response::problem(&problem, &request_id);
+    };
+    if method != Method::POST {
+        return response::method_not_allowed(&request_id);
+    }
+    let started = Instant::now();
+    let result = async {
+        let caller = state
+            .service
+            .authenticate(
+                header_str(&headers, header::AUTHORIZATION.as_str()),
+                header_str(&headers, WORKSPACE_HEADER),
+            )
+            .await?;
+        let input = read_input(body, op.body_limit, &headers).await?;
+        state
+            .service
+            .call(op, &caller, input, &client_hints(&headers))
+            .await
+    }
+    .await;
+    state.metrics.record(
+        Surface::Http,
+        op,
+        result.as_ref().err().map(|p| p.code),
+        started.elapsed(),
+    );
+    match result {
+        Ok(reply) => response::success(&reply, &request_id),
+        Err(problem) => response::problem(&problem, &request_id),
+    }
+}
+
+/// Reads the body up to `limit` bytes (refusing early when `Content-Length`
+/// already says more) and parses it; an empty body is `{}`.
+async fn read_input(body: Body, limit: usize, headers: &HeaderMap) -> Result<Value, Problem> {
+    let declared =
+        header_str(headers, header::CONTENT_LENGTH.as_str()).and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|length| length > limit as u64) {
+        return Err(Problem::body_too_large(limit));
+    }
+    let bytes = body::to_bytes(body, limit).await.map_err(|error| {
+        if std::error::Error::source(&error)
+            .is_some_and(|s| s.is::<http_body_util::LengthLimitError>())
+        {
+            Problem::body_too_large(limit)
+        } else {
+            Problem::invalid("unreadable_body", "The request body could not be read.")
+        }
+    })?;
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Ok(Value::Object(Default::default()));
+    }
+    serde_json::from_slice(&bytes).map_err(|error| {
+        Problem::invalid(
+            "malformed_json",
+            format!("The request body is not valid JSON: {error}."),
+        )
+        .with_detail("line", error.line())
+        .with_detail("column", error.column())
+    })
+}

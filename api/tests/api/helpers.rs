@@ -1,0 +1,239 @@
+//! `TestApp`: the API's router over a fresh database per test, called in-process.
+
+use axum::Router;
+use axum::body::Body;
+use http::Request;
+use http_body_util::BodyExt;
+use secrecy::SecretString;
+use serde_json::{Value, json};
+use sqlx::PgPool;
+use svc_api::config::{DatabaseArgs, ServeConfig};
+use svc_api::{AppState, router};
+use svc_tests::http::TestResponse;
+use svc_tests::{AUDIENCE, ISSUER, TestIssuer};
+use tokio_util::sync::CancellationToken;
+use tower::ServiceExt;
+
+pub const BASE_URL: &str = "http://svc.test";
+
+pub fn config() -> ServeConfig {
+    ServeConfig {
+        database: DatabaseArgs {
+            database_url: SecretString::from("postgres://unused"),
+            database_max_connections: 5,
+        },
+        redis_url: SecretString::from("redis://127.0.0.1:6379"),
+        bind: "127.0.0.1:0".parse().expect("an address"),
+        public_base_url: Some(BASE_URL.to_owned()),
+        oidc_issuer: Some(ISSUER.to_owned()),
+        oidc_audience: Some(AUDIENCE.to_owned()),
+        oidc_jwks_file: Some(TestIssuer::shared().jwks_path().to_owned()),
+        oidc_client_id: Some("svc-cli".to_owned()),
+        oidc_scopes: vec!["openid".to_owned()],
+        shutdown_grace_secs: 1,
+    }
+}
+
+pub struct TestApp {
+    router: Router,
+    pub pool: PgPool,
+}
+
+/// A signed-up User with an access token.
+#[derive(Clone, Debug)]
+pub struct TestUser {
+    pub subject: String,
+    pub token: String,
+}
+
+impl TestApp {
+    pub async fn new(pool: PgPool) -> Self {
+        let config = config();
+        let state = AppState::new(pool.clone(), &config).expect("app state");
+        Self {
+            router: router(state, &config, CancellationToken::new()),
+            pool,
+        }
+    }
+
+    pub fn issuer(&self) -> &'static TestIssuer {
+        TestIssuer::shared()
+    }
+
+    pub async fn send(&self, request: Request<Body>) -> TestResponse {
+        let response = self
+            .router
+            .clone()
+            .oneshot(request)
+            .await
+            .expect("the router answers");
+        let (parts, body) = response.into_parts();
+        let body = body.collect().await.expect("a readable body").to_bytes();
+        TestResponse {
+            status: parts.status.as_u16(),
+            headers: parts.headers,
+            body,
+        }
+    }
+
+    /// POSTs raw bytes to an operation path.
+    pub async fn post_raw(
+        &self,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: impl Into<Body>,
+    ) -> TestResponse {
+        let mut request = Request::builder()
+            .method("POST")
+            .uri(format!("/api/public/operations/{path}"));
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        self.send(request.body(body.into()).expect("a request"))
+            .await
+    }
+
+    /// Calls an operation over HTTP.
+    pub async fn op(
+        &self,
+        path: &str,
+        token: &str,
+        workspace: Option<&str>,
+        input: Value,
+    ) -> TestResponse {
+        let auth = format!("Bearer {token}");
+        let mut headers = vec![
+            ("authorization", auth.as_str()),
+            ("content-type", "application/json"),
+        ];
+        if let Some(ws) = workspace {
+            headers.push(("svc-workspace", ws));
+        }
+        self.post_raw(path, &headers, input.to_string()).await
+    }
+
+    /// Sends one JSON-RPC message to the MCP endpoint.
+    pub async fn mcp(
+        &self,
+        token: Option<&str>,
+        workspace: Option<&str>,
+        message: Value,
+    ) -> TestResponse {
+        let mut request = Request::builder()
+            .method("POST")
+            .uri("/api/mcp")
+            .header("host", "svc.test")
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream");
+        if let Some(token) = token {
+            request = request.header("authorization", format!("Bearer {token}"));
+        }
+        if let Some(ws) = workspace {
+            request = request.header("svc-workspace", ws);
+        }
+        self.send(
+            request
+                .body(Body::from(message.to_string()))
+                .expect("a request"),
+        )
+        .await
+    }
+
+    /// Calls a tool over MCP; returns the HTTP response (the JSON-RPC result inside).
+    pub async fn tool(
+        &self,
+        token: &str,
+        workspace: Option<&str>,
+        name: &str,
+        arguments: Value,
+    ) -> TestResponse {
+        let message = json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": { "name": name, "arguments": arguments } });
+        self.mcp(Some(token), workspace, message).await
+    }
+
+    /// Signs a User up (operator command) and returns them with a token.
+    pub async fn user(&self, subject: &str) -> TestUser {
+        svc_core::admin::user_setup(
+            &self.pool,
+            ISSUER,
+            subject,
+            &format!("{subject}@example.test"),
+            Some(subject),
+        )
+        .await
+        .expect("user setup");
+        TestUser {
+            subject: subject.to_owned(),
+            token: self.issuer().token(subject),
+        }
+    }
+
+    /// Creates a Workspace owned by `user`; returns its id.
+    pub async fn workspace(&self, user: &TestUser, name: &str) -> String {
+        let response = self
+            .op(
+                "workspaces/create",
+                &user.token,
+                None,
+                json!({ "name": name }),
+            )
+            .await;
+        assert_eq!(response.status, 200, "{}", response.text());
+        response.json()["data"]["workspace"]["id"]
+            .as_str()
+            .expect("an id")
+            .to_owned()
+    }
+
+    /// A User with one Workspace of their own.
+    pub async fn owner(&self, subject: &str) -> (TestUser, String) {
+        let user = self.user(subject).await;
+        let ws = self.workspace(&user, &format!("{subject} workspace")).await;
+        (user, ws)
+    }
+
+    /// Creates an Agent; returns its id.
+    pub async fn agent(&self, user: &TestUser, workspace: &str, name: &str) -> String {
+        let response = self
+            .op(
+                "agents/create",
+                &user.token,
+                Some(workspace),
+                json!({ "name": name }),
+            )
+            .await;
+        assert_eq!(response.status, 200, "{}", response.text());
+        response.json()["data"]["agent"]["id"]
+            .as_str()
+            .expect("an id")
+            .to_owned()
+    }
+
+    /// A count from this test's database.
+    pub async fn count(&self, sql: &'static str) -> i64 {
+        sqlx::query_scalar::<_, i64>(sql)
+            .fetch_one(&self.pool)
+            .await
+            .expect("a count")
+    }
+}
+
+/// Asserts a failure body: status, code, request id in body and header.
+pub fn assert_problem(response: &TestResponse, status: u16, code: &str) -> Value {
+    let body = response.json();
+    assert_eq!(response.status, status, "{}", response.text());
+    assert_eq!(body["error"]["code"], code, "{}", response.text());
+    let request_id = body["meta"]["requestId"].as_str().expect("meta.requestId");
+    assert!(request_id.starts_with("req_"));
+    assert_eq!(response.header("x-request-id"), Some(request_id));
+    body
+}
+
+/// Asserts a success body and returns `data`.
+pub fn assert_ok(response: &TestResponse) -> Value {
+    let body = response.json();
+    assert_eq!(response.status, 200, "{}", response.text());
+    let request_id = body["meta"]["requestId"].as_str().expect("meta.requestId");
+    assert_eq!(response.header("x-request-id"), Some(request_id));
+    body["data"].clone()
+}

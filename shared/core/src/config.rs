@@ -1,0 +1,42 @@
+//! What the domain needs to know about its deployment. The binaries read the
+//! environment once into their own typed config and build this from it.
+
+use std::path::PathBuf;
+
+/// Where the signing keys of the identity provider come from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum JwksSource {
+    /// A local JWKS JSON file (`SVC_OIDC_JWKS_FILE`).
+    File(PathBuf),
+    /// `{issuer}/.well-known/openid-configuration` and its `jwks_uri`.
+    Discovery,
+}
+
+/// The OpenID Connect issuer whose access tokens are User sessions.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OidcConfig {
+    pub issuer: String,
+    pub audience: String,
+    pub jwks: JwksSource,
+}
+
+#[derive(Clone, Debug)]
+pub struct CoreConfig {
+    /// `{base_url}`: the address clients reach this service at, without a trailing slash.
+    pub public_base_url: String,
+    /// `None` disables User sessions (only Workspace API keys authenticate).
+    pub oidc: Option<OidcConfig>,
+}
+
+impl CoreConfig {
+    pub fn new(public_base_url: impl Into<String>, oidc: Option<OidcConfig>) -> Self {
+        let mut public_base_url = public_base_url.into();
+        while public_base_url.ends_with('/') {
+            public_base_url.pop();
+        }
+        Self {
+            public_base_url,
+            oidc,
+        }
+    }
+}

@@ -1,0 +1,130 @@
+//! Typed identifiers: a UUIDv7 in the database, `prefix_` + 26 base32 characters
+//! on the wire (contract §8). Time-ordered, so ordering by id is creation order.
+
+use std::fmt;
+
+use uuid::Uuid;
+
+/// Crockford's base32 alphabet, lower-cased.
+const ALPHABET: &[u8; 32] = b"0123456789abcdefghjkmnpqrstvwxyz";
+const ENCODED_LEN: usize = 26;
+
+fn encode(uuid: Uuid) -> String {
+    let mut value = uuid.as_u128();
+    let mut out = [0u8; ENCODED_LEN];
+    for slot in out.iter_mut().rev() {
+        *slot = ALPHABET[(value & 0x1f) as usize];
+        value >>= 5;
+    }
+    out.iter().map(|&b| b as char).collect()
+}
+
+fn decode(text: &str) -> Option<Uuid> {
+    if text.len() != ENCODED_LEN {
+        return None;
+    }
+    let mut value: u128 = 0;
+    for (i, byte) in text.bytes().enumerate() {
+        let digit = ALPHABET.iter().position(|&a| a == byte)? as u128;
+        // 26 digits carry 130 bits; the first may only use the low 3.
+        if i == 0 && digit > 7 {
+            return None;
+        }
+        value = (value << 5) | digit;
+    }
+    Some(Uuid::from_u128(value))
+}
+
+/// Declares an id type with its wire prefix.
+macro_rules! id_type {
+    ($(#[$meta:meta])* $name:ident, $prefix:literal) => {
+        $(#[$meta])*
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, sqlx::Type)]
+        #[sqlx(transparent)]
+        pub struct $name(pub Uuid);
+
+        impl $name {
+            pub const PREFIX: &'static str = $prefix;
+
+            /// A new, time-ordered id.
+            pub fn new() -> Self {
+                Self(Uuid::now_v7())
+            }
+
+            /// Parses the wire form; anything else is `None` (which callers answer
+            /// as "not found": an id that cannot exist names nothing).
+            pub fn parse(text: &str) -> Option<Self> {
+                text.strip_prefix($prefix).and_then(decode).map(Self)
+            }
+        }
+
+        impl Default for $name {
+            fn default() -> Self {
+                Self::new()
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str($prefix)?;
+                f.write_str(&encode(self.0))
+            }
+        }
+    };
+}
+
+id_type!(
+    /// A User.
+    UserId, "usr_"
+);
+id_type!(
+    /// A Workspace.
+    WorkspaceId, "ws_"
+);
+id_type!(
+    /// An Agent.
+    AgentId, "agt_"
+);
+id_type!(
+    /// A Workspace API key.
+    ApiKeyId, "ak_"
+);
+
+/// A request id: `req_` + a time-ordered unique id.
+pub fn request_id() -> String {
+    format!("req_{}", encode(Uuid::now_v7()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trips_and_rejects_garbage() {
+        for _ in 0..100 {
+            let id = AgentId::new();
+            let text = id.to_string();
+            assert!(text.starts_with("agt_") && text.len() == 4 + 26, "{text}");
+            assert_eq!(AgentId::parse(&text), Some(id));
+        }
+        let max = Uuid::from_u128(u128::MAX);
+        assert_eq!(decode(&encode(max)), Some(max));
+        for bad in [
+            "",
+            "agt_",
+            "ws_0000000000000000000000000a",
+            "agt_zzzzzzzzzzzzzzzzzzzzzzzzzz",
+            "agt_0000000000000000000000000I",
+        ] {
+            assert_eq!(AgentId::parse(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn text_order_is_creation_order() {
+        let ids: Vec<String> = (0..50).map(|_| WorkspaceId::new().to_string()).collect();
+        let mut sorted = ids.clone();
+        sorted.sort();
+        assert_eq!(ids, sorted);
+    }
+}

@@ -1,0 +1,224 @@
+//! agent.list, .inspect, .create, .configure, .delete
+
+use sqlx::PgConnection;
+use svc_contract::Problem;
+use svc_contract::operations::agent::{
+    AgentOutput, ConfigureInput, CreateInput, DeleteInput, DeleteOutput, InspectInput, ListInput,
+    ListOutput,
+};
+use svc_contract::resources::{self, AgentConfiguration, AgentStatus, Language};
+use svc_contract::schema::True;
+
+use super::{Ctx, Handler, Page};
+use crate::entitlements::LimitKey;
+use crate::error::{Error, Result};
+use crate::ids::{AgentId, WorkspaceId};
+use crate::store::agents::{AgentRow, NewAgent};
+use crate::{cursor, slug, store};
+
+/// Temperature of a new Agent when none is given (contract §8).
+pub const DEFAULT_TEMPERATURE: f64 = 0.2;
+
+impl From<AgentRow> for resources::Agent {
+    fn from(row: AgentRow) -> Self {
+        resources::Agent {
+            id: row.id.to_string(),
+            workspace_id: row.workspace_id.to_string(),
+            name: row.name,
+            slug: row.slug,
+            status: AgentStatus::Active,
+            default_language: Language::parse(&row.default_language).unwrap_or_default(),
+            configuration: AgentConfiguration {
+                instructions: row.instructions,
+                temperature: row.temperature,
+            },
+        }
+    }
+}
+
+fn not_found() -> Problem {
+    Problem::not_found("Agent")
+}
+
+/// An id that cannot be an Agent's names no Agent.
+fn agent_id(text: &str) -> Result<AgentId> {
+    AgentId::parse(text).ok_or_else(|| not_found().into())
+}
+
+pub(crate) struct List;
+
+impl Handler for List {
+    type Input = ListInput;
+    type Output = Page<ListOutput>;
+
+    async fn handle(
+        ctx: &Ctx<'_>,
+        conn: &mut PgConnection,
+        input: ListInput,
+    ) -> Result<Self::Output> {
+        let after = input
+            .cursor
+            .as_deref()
+            .map(|c| cursor::decode("agents", c))
+            .transpose()?;
+        let rows = store::agents::list(
+            conn,
+            ctx.workspace()?.id,
+            after,
+            i64::from(input.page_size) + 1,
+        )
+        .await?;
+        let (rows, next_cursor) = cursor::page(rows, input.page_size, "agents", |row| row.id.0);
+        Ok(Page {
+            data: ListOutput {
+                agents: rows.into_iter().map(Into::into).collect(),
+            },
+            next_cursor,
+        })
+    }
+}
+
+pub(crate) struct Inspect;
+
+impl Handler for Inspect {
+    type Input = InspectInput;
+    type Output = AgentOutput;
+
+    async fn handle(
+        ctx: &Ctx<'_>,
+        conn: &mut PgConnection,
+        input: InspectInput,
+    ) -> Result<AgentOutput> {
+        let row = store::agents::get(conn, ctx.workspace()?.id, agent_id(&input.agent_id)?)
+            .await?
+            .ok_or_else(not_found)?;
+        Ok(AgentOutput { agent: row.into() })
+    }
+}
+
+pub(crate) struct Create;
+
+impl Handler for Create {
+    type Input = CreateInput;
+    type Output = AgentOutput;
+
+    async fn handle(
+        ctx: &Ctx<'_>,
+        conn: &mut PgConnection,
+        input: CreateInput,
+    ) -> Result<AgentOutput> {
+        let ws = ctx.workspace()?;
+        let entitlement = store::entitlements::lock(conn, ws.id).await?;
+        let usage = store::entitlements::usage(conn, ws.id).await?;
+        entitlement.check_limit(LimitKey::Agents, usage.agents, 1)?;
+        let mut agent = NewAgent {
+            id: AgentId::new(),
+            workspace_id: ws.id,
+            name: &input.name,
+            slug: "",
+            default_language: input.default_language.as_str(),
+            instructions: input.instructions.as_deref(),
+            temperature: input.temperature.unwrap_or(DEFAULT_TEMPERATURE),
+        };
+        let row = match &input.slug {
+            Some(slug) => {
+                agent.slug = slug;
+                store::agents::insert(conn, &agent).await?.ok_or_else(|| {
+                    Problem::invalid(
+                        "slug_taken",
+                        format!("An Agent of this Workspace already has the slug `{slug}`."),
+                    )
+                    .with_detail("slug", slug.as_str())
+                })?
+            }
+            None => insert_with_derived_slug(conn, ws.id, agent).await?,
+        };
+        Ok(AgentOutput { agent: row.into() })
+    }
+}
+
+async fn insert_with_derived_slug(
+    conn: &mut PgConnection,
+    workspace: WorkspaceId,
+    agent: NewAgent<'_>,
+) -> Result<AgentRow> {
+    let base = slug::derive(agent.name, "agent");
+    for _ in 0..10 {
+        let taken = store::agents::slugs_like(conn, workspace, &base).await?;
+        let candidate = store::free_candidate(&base, &taken);
+        if let Some(row) = store::agents::insert(
+            conn,
+            &NewAgent {
+                slug: &candidate,
+                ..agent.clone()
+            },
+        )
+        .await?
+        {
+            return Ok(row);
+        }
+    }
+    Err(Error::internal(format!(
+        "no free Agent slug derived from `{base}` after 10 attempts"
+    )))
+}
+
+pub(crate) struct Configure;
+
+impl Handler for Configure {
+    type Input = ConfigureInput;
+    type Output = AgentOutput;
+
+    async fn handle(
+        ctx: &Ctx<'_>,
+        conn: &mut PgConnection,
+        input: ConfigureInput,
+    ) -> Result<AgentOutput> {
+        let ws = ctx.workspace()?;
+        let id = agent_id(&input.agent_id)?;
+        let mut row = store::agents::lock(conn, ws.id, id)
+            .await?
+            .ok_or_else(not_found)?;
+        if let Some(name) = input.name {
+            row.name = name;
+        }
+        if let Some(language) = input.default_language {
+            row.default_language = language.as_str().to_owned();
+        }
+        row.instructions = input.instructions.apply(row.instructions);
+        if let Some(temperature) = input.temperature {
+            row.temperature = temperature;
+        }
+        let row = store::agents::update(conn, &row)
+            .await?
+            .ok_or_else(not_found)?;
+        Ok(AgentOutput { agent: row.into() })
+    }
+}
+
+pub(crate) struct Delete;
+
+impl Handler for Delete {
+    type Input = DeleteInput;
+    type Output = DeleteOutput;
+
+    async fn handle(
+        ctx: &Ctx<'_>,
+        conn: &mut PgConnection,
+        input: DeleteInput,
+    ) -> Result<DeleteOutput> {
+        if input.confirm != Some(true) {
+            return Err(
+                Problem::confirmation_required("Deleting an Agent needs `confirm: true`.").into(),
+            );
+        }
+        let id = agent_id(&input.agent_id)?;
+        if !store::agents::soft_delete(conn, ctx.workspace()?.id, id).await? {
+            return Err(not_found().into());
+        }
+        Ok(DeleteOutput {
+            agent_id: id.to_string(),
+            deleted: True,
+        })
+    }
+}

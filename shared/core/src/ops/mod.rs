@@ -1,0 +1,173 @@
+//! Operation handlers: one type per operation, dispatched from the catalog id.
+//!
+//! A handler parses nothing and checks no permission: the call path has done both.
+//! It reads or writes through the store and returns the contract's output type.
+//! Mutations run in a transaction together with their idempotency record.
+
+mod agent;
+mod identity;
+mod workspace;
+
+use std::future::Future;
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+use sqlx::PgConnection;
+use svc_contract::{Issue, Operation, OperationId, Problem, ProblemCode};
+use time::OffsetDateTime;
+
+use crate::caller::{Caller, WorkspaceContext};
+use crate::error::{Error, Result};
+use crate::idempotency::{Claim, IdempotencyKey};
+use crate::service::{ClientHints, Reply, Service};
+
+/// What a handler knows about its call.
+pub(crate) struct Ctx<'a> {
+    pub service: &'a Service,
+    pub caller: &'a Caller,
+    pub workspace: Option<&'a WorkspaceContext>,
+    pub client: &'a ClientHints,
+    pub now: OffsetDateTime,
+}
+
+impl Ctx<'_> {
+    /// The selected Workspace of an operation that requires one.
+    pub fn workspace(&self) -> Result<&WorkspaceContext> {
+        self.workspace
+            .ok_or_else(|| Error::internal("handler of a Workspace operation called without one"))
+    }
+}
+
+pub(crate) trait Handler {
+    type Input: DeserializeOwned + Send;
+    type Output: Respond + Send;
+
+    fn handle(
+        ctx: &Ctx<'_>,
+        conn: &mut PgConnection,
+        input: Self::Input,
+    ) -> impl Future<Output = Result<Self::Output>> + Send;
+
+    /// The form of a result kept for idempotent replays (secrets removed).
+    fn for_replay(data: Value) -> Value {
+        data
+    }
+}
+
+/// How an output becomes the `data` (and `nextCursor`) of a reply.
+pub(crate) trait Respond {
+    fn respond(self) -> Result<Reply>;
+}
+
+/// One page of a list and the cursor of the next, if more remain.
+pub(crate) struct Page<T> {
+    pub data: T,
+    pub next_cursor: Option<String>,
+}
+
+impl<T: Serialize> Respond for Page<T> {
+    fn respond(self) -> Result<Reply> {
+        let data = serde_json::to_value(self.data).map_err(|e| Error::internal(e.to_string()))?;
+        Ok(Reply {
+            data,
+            next_cursor: self.next_cursor,
+            replayed: false,
+        })
+    }
+}
+
+macro_rules! respond_with_data {
+    ($($output:ty),* $(,)?) => {
+        $(impl Respond for $output {
+            fn respond(self) -> Result<Reply> {
+                let data = serde_json::to_value(self).map_err(|e| Error::internal(e.to_string()))?;
+                Ok(Reply { data, next_cursor: None, replayed: false })
+            }
+        })*
+    };
+}
+
+use svc_contract::operations as out;
+respond_with_data!(
+    svc_contract::identity::IdentityStatus,
+    out::workspace::WorkspaceOutput,
+    out::workspace::EntitlementsInspectOutput,
+    out::agent::AgentOutput,
+    out::agent::DeleteOutput,
+);
+
+pub(crate) async fn dispatch(
+    ctx: &Ctx<'_>,
+    op: &'static Operation,
+    input: Value,
+    key: Option<String>,
+) -> Result<Reply> {
+    use OperationId::*;
+    match op.op {
+        IdentityStatus => read::<identity::Status>(ctx, input).await,
+        WorkspaceList => read::<workspace::List>(ctx, input).await,
+        WorkspaceInspect => read::<workspace::Inspect>(ctx, input).await,
+        WorkspaceCreate => mutate::<workspace::Create>(ctx, op, input, key).await,
+        WorkspaceRename => mutate::<workspace::Rename>(ctx, op, input, key).await,
+        WorkspaceEntitlementsInspect => read::<workspace::EntitlementsInspect>(ctx, input).await,
+        AgentList => read::<agent::List>(ctx, input).await,
+        AgentInspect => read::<agent::Inspect>(ctx, input).await,
+        AgentCreate => mutate::<agent::Create>(ctx, op, input, key).await,
+        AgentConfigure => mutate::<agent::Configure>(ctx, op, input, key).await,
+        AgentDelete => mutate::<agent::Delete>(ctx, op, input, key).await,
+        _ => Err(Problem::new(
+            ProblemCode::InternalError,
+            format!("`{}` is not available on this server yet.", op.id),
+        )
+        .with_detail("reason", "not_implemented")
+        .into()),
+    }
+}
+
+fn parse<T: DeserializeOwned>(input: Value) -> Result<T> {
+    // The schema has been checked; what serde still refuses (an integer written
+    // as `50.0`) is reported the same way.
+    serde_json::from_value(input).map_err(|e| {
+        Problem::schema_violation(vec![Issue {
+            path: String::new(),
+            message: e.to_string(),
+        }])
+        .into()
+    })
+}
+
+async fn read<H: Handler>(ctx: &Ctx<'_>, input: Value) -> Result<Reply> {
+    let input = parse::<H::Input>(input)?;
+    let mut conn = ctx.service.pool.acquire().await?;
+    H::handle(ctx, &mut conn, input).await?.respond()
+}
+
+async fn mutate<H: Handler>(
+    ctx: &Ctx<'_>,
+    op: &'static Operation,
+    input: Value,
+    key: Option<String>,
+) -> Result<Reply> {
+    let workspace = ctx.workspace.map(|w| w.id);
+    let key =
+        key.map(|k| IdempotencyKey::new(ctx.caller.principal.uuid(), k, op.id, workspace, &input));
+    let input = parse::<H::Input>(input)?;
+    let mut tx = ctx.service.pool.begin().await?;
+    if let Some(key) = &key
+        && let Claim::Replay(data) = key.claim(&mut tx).await?
+    {
+        return Ok(Reply {
+            data,
+            next_cursor: None,
+            replayed: true,
+        });
+    }
+    let reply = H::handle(ctx, &mut tx, input).await?.respond()?;
+    if let Some(key) = &key {
+        key.record(&mut tx, &H::for_replay(reply.data.clone()))
+            .await?;
+    }
+    tx.commit().await?;
+    Ok(reply)
+}

@@ -1,0 +1,201 @@
+//! workspace.list, .inspect, .create, .rename, .entitlements.inspect
+
+use sqlx::PgConnection;
+use svc_contract::Role;
+use svc_contract::operations::workspace::{
+    CreateInput, EntitlementsInspectInput, EntitlementsInspectOutput, InspectInput, ListInput,
+    ListOutput, RenameInput, WorkspaceOutput,
+};
+use svc_contract::resources::{self, WorkspaceStatus};
+
+use super::{Ctx, Handler, Page};
+use crate::caller::Principal;
+use crate::entitlements::TRIAL_LENGTH;
+use crate::error::{Error, Result};
+use crate::ids::WorkspaceId;
+use crate::store::workspaces::WorkspaceRow;
+use crate::timestamp::millis;
+use crate::{cursor, slug, store};
+
+fn resource(row: WorkspaceRow) -> resources::Workspace {
+    resources::Workspace {
+        id: row.id.to_string(),
+        name: row.name,
+        slug: row.slug,
+        role: row.role.as_deref().and_then(Role::parse),
+        status: if row.status == "archived" {
+            WorkspaceStatus::Archived
+        } else {
+            WorkspaceStatus::Active
+        },
+    }
+}
+
+fn user_id(ctx: &Ctx<'_>) -> Result<crate::ids::UserId> {
+    match &ctx.caller.principal {
+        Principal::User(user) => Ok(user.id),
+        Principal::ApiKey(_) => Err(Error::internal(
+            "User-only operation called with an API key",
+        )),
+    }
+}
+
+pub(crate) struct List;
+
+impl Handler for List {
+    type Input = ListInput;
+    type Output = Page<ListOutput>;
+
+    async fn handle(
+        ctx: &Ctx<'_>,
+        conn: &mut PgConnection,
+        input: ListInput,
+    ) -> Result<Self::Output> {
+        let after = input
+            .cursor
+            .as_deref()
+            .map(|c| cursor::decode("workspaces", c))
+            .transpose()?;
+        let rows = store::workspaces::list_for_user(
+            conn,
+            user_id(ctx)?,
+            after,
+            i64::from(input.page_size) + 1,
+        )
+        .await?;
+        let (rows, next_cursor) = cursor::page(rows, input.page_size, "workspaces", |row| row.id.0);
+        Ok(Page {
+            data: ListOutput {
+                workspaces: rows.into_iter().map(resource).collect(),
+            },
+            next_cursor,
+        })
+    }
+}
+
+pub(crate) struct Inspect;
+
+impl Handler for Inspect {
+    type Input = InspectInput;
+    type Output = WorkspaceOutput;
+
+    async fn handle(
+        ctx: &Ctx<'_>,
+        _conn: &mut PgConnection,
+        _input: InspectInput,
+    ) -> Result<WorkspaceOutput> {
+        Ok(WorkspaceOutput {
+            workspace: ctx.workspace()?.resource(),
+        })
+    }
+}
+
+pub(crate) struct Create;
+
+impl Handler for Create {
+    type Input = CreateInput;
+    type Output = WorkspaceOutput;
+
+    async fn handle(
+        ctx: &Ctx<'_>,
+        conn: &mut PgConnection,
+        input: CreateInput,
+    ) -> Result<WorkspaceOutput> {
+        let owner = user_id(ctx)?;
+        let id = WorkspaceId::new();
+        let row = match &input.slug {
+            Some(slug) => store::workspaces::insert(conn, id, &input.name, slug)
+                .await?
+                .ok_or_else(|| slug_taken(slug))?,
+            None => insert_with_derived_slug(conn, id, &input.name).await?,
+        };
+        store::workspaces::set_member(conn, row.id, owner, Role::Owner.as_str()).await?;
+        store::entitlements::insert_trial(conn, row.id, ctx.now + TRIAL_LENGTH).await?;
+        Ok(WorkspaceOutput {
+            workspace: resource(WorkspaceRow {
+                role: Some(Role::Owner.as_str().to_owned()),
+                ..row
+            }),
+        })
+    }
+}
+
+fn slug_taken(slug: &str) -> svc_contract::Problem {
+    svc_contract::Problem::invalid("slug_taken", format!("The slug `{slug}` is already taken."))
+        .with_detail("slug", slug)
+}
+
+/// Derived slugs get `-2`, `-3`, ... when taken; a concurrent create that wins
+/// the race for a candidate just moves us to the next one.
+async fn insert_with_derived_slug(
+    conn: &mut PgConnection,
+    id: WorkspaceId,
+    name: &str,
+) -> Result<WorkspaceRow> {
+    let base = slug::derive(name, "workspace");
+    for _ in 0..10 {
+        let taken = store::workspaces::slugs_like(conn, &base).await?;
+        let candidate = store::free_candidate(&base, &taken);
+        if let Some(row) = store::workspaces::insert(conn, id, name, &candidate).await? {
+            return Ok(row);
+        }
+    }
+    Err(Error::internal(format!(
+        "no free slug derived from `{base}` after 10 attempts"
+    )))
+}
+
+pub(crate) struct Rename;
+
+impl Handler for Rename {
+    type Input = RenameInput;
+    type Output = WorkspaceOutput;
+
+    async fn handle(
+        ctx: &Ctx<'_>,
+        conn: &mut PgConnection,
+        input: RenameInput,
+    ) -> Result<WorkspaceOutput> {
+        let ws = ctx.workspace()?;
+        let row = store::workspaces::rename(conn, ws.id, &input.name).await?;
+        Ok(WorkspaceOutput {
+            workspace: resource(WorkspaceRow {
+                role: ws.role.map(|r| r.as_str().to_owned()),
+                ..row
+            }),
+        })
+    }
+}
+
+pub(crate) struct EntitlementsInspect;
+
+impl Handler for EntitlementsInspect {
+    type Input = EntitlementsInspectInput;
+    type Output = EntitlementsInspectOutput;
+
+    async fn handle(
+        ctx: &Ctx<'_>,
+        conn: &mut PgConnection,
+        _input: EntitlementsInspectInput,
+    ) -> Result<Self::Output> {
+        let ws = ctx.workspace()?;
+        let e = &ws.entitlement;
+        let usage = store::entitlements::usage(conn, ws.id).await?.to_map();
+        Ok(EntitlementsInspectOutput {
+            entitlement: resources::Entitlement {
+                workspace_id: ws.id.to_string(),
+                plan: Some(e.plan.as_str().to_owned()),
+                plan_name: Some(e.plan.display_name().to_owned()),
+                status: e.status(ctx.now).to_owned(),
+                active: e.is_active(ctx.now),
+                features: e.features(),
+                limits: e.limits(),
+                usage,
+                channels: e.channels(),
+                trial_end: e.trial_end.map(millis),
+                period_end: e.period_end.map(millis),
+                cancel_at_period_end: e.cancel_at_period_end,
+            },
+        })
+    }
+}

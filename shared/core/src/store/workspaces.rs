@@ -1,0 +1,155 @@
+//! Workspaces and memberships.
+
+use sqlx::PgConnection;
+use uuid::Uuid;
+
+use crate::ids::{UserId, WorkspaceId};
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct WorkspaceRow {
+    pub id: WorkspaceId,
+    pub name: String,
+    pub slug: String,
+    pub status: String,
+    /// The listing User's role.
+    pub role: Option<String>,
+}
+
+/// Inserts a Workspace; `None` when the slug is taken.
+#[tracing::instrument(skip(conn))]
+pub async fn insert(
+    conn: &mut PgConnection,
+    id: WorkspaceId,
+    name: &str,
+    slug: &str,
+) -> sqlx::Result<Option<WorkspaceRow>> {
+    sqlx::query_as!(
+        WorkspaceRow,
+        r#"
+        INSERT INTO workspaces (id, name, slug) VALUES ($1, $2, $3)
+        ON CONFLICT (slug) DO NOTHING
+        RETURNING id AS "id: WorkspaceId", name, slug, status, NULL::text AS role
+        "#,
+        id as WorkspaceId,
+        name,
+        slug,
+    )
+    .fetch_optional(conn)
+    .await
+}
+
+/// Slugs equal to `base` or of the form `base-N`.
+#[tracing::instrument(skip(conn))]
+pub async fn slugs_like(conn: &mut PgConnection, base: &str) -> sqlx::Result<Vec<String>> {
+    sqlx::query_scalar!(
+        "SELECT slug FROM workspaces WHERE slug = $1 OR slug LIKE $1 || '-%'",
+        base
+    )
+    .fetch_all(conn)
+    .await
+}
+
+/// Adds a member, or changes an existing member's role.
+#[tracing::instrument(skip(conn))]
+pub async fn set_member(
+    conn: &mut PgConnection,
+    workspace: WorkspaceId,
+    user: UserId,
+    role: &str,
+) -> sqlx::Result<()> {
+    sqlx::query!(
+        r#"
+        INSERT INTO memberships (user_id, workspace_id, role) VALUES ($1, $2, $3)
+        ON CONFLICT (user_id, workspace_id) DO UPDATE SET role = EXCLUDED.role
+        "#,
+        user as UserId,
+        workspace as WorkspaceId,
+        role,
+    )
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// One page of a User's Workspaces, oldest first, after `after`.
+#[tracing::instrument(skip(conn))]
+pub async fn list_for_user(
+    conn: &mut PgConnection,
+    user: UserId,
+    after: Option<Uuid>,
+    limit: i64,
+) -> sqlx::Result<Vec<WorkspaceRow>> {
+    sqlx::query_as!(
+        WorkspaceRow,
+        r#"
+        SELECT w.id AS "id: WorkspaceId", w.name, w.slug, w.status, m.role AS "role?"
+        FROM memberships m JOIN workspaces w ON w.id = m.workspace_id
+        WHERE m.user_id = $1 AND ($2::uuid IS NULL OR w.id > $2)
+        ORDER BY w.id
+        LIMIT $3
+        "#,
+        user as UserId,
+        after,
+        limit,
+    )
+    .fetch_all(conn)
+    .await
+}
+
+#[tracing::instrument(skip(conn))]
+pub async fn rename(
+    conn: &mut PgConnection,
+    id: WorkspaceId,
+    name: &str,
+) -> sqlx::Result<WorkspaceRow> {
+    sqlx::query_as!(
+        WorkspaceRow,
+        r#"
+        UPDATE workspaces SET name = $2 WHERE id = $1
+        RETURNING id AS "id: WorkspaceId", name, slug, status, NULL::text AS role
+        "#,
+        id as WorkspaceId,
+        name,
+    )
+    .fetch_one(conn)
+    .await
+}
+
+/// Finds a Workspace by id or slug (operators name Workspaces either way).
+#[tracing::instrument(skip(conn))]
+pub async fn find(
+    conn: &mut PgConnection,
+    id: Option<WorkspaceId>,
+    slug: Option<&str>,
+) -> sqlx::Result<Option<WorkspaceRow>> {
+    sqlx::query_as!(
+        WorkspaceRow,
+        r#"
+        SELECT id AS "id: WorkspaceId", name, slug, status, NULL::text AS role
+        FROM workspaces WHERE id = $1 OR slug = $2
+        "#,
+        id.map(|i| i.0),
+        slug,
+    )
+    .fetch_optional(conn)
+    .await
+}
+
+#[tracing::instrument(skip(conn))]
+pub async fn set_status(
+    conn: &mut PgConnection,
+    id: WorkspaceId,
+    status: &str,
+) -> sqlx::Result<WorkspaceRow> {
+    sqlx::query_as!(
+        WorkspaceRow,
+        r#"
+        UPDATE workspaces SET status = $2 WHERE id = $1
+        RETURNING id AS "id: WorkspaceId", name, slug, status, NULL::text AS role
+        "#,
+        id as WorkspaceId,
+        status,
+    )
+    .fetch_one(conn)
+    .await
+}
