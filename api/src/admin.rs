@@ -62,31 +62,17 @@ pub enum AdminCommand {
 /// Runs one command; its result is the JSON object to print.
 pub async fn run(pool: &PgPool, command: AdminCommand) -> Result<Value, admin::AdminError> {
     match command {
-        AdminCommand::UserSetup {
-            issuer,
-            subject,
-            email,
-            name,
-        } => admin::user_setup(pool, &issuer, &subject, &email, name.as_deref()).await,
+        AdminCommand::UserSetup { issuer, subject, email, name } => {
+            admin::user_setup(pool, &issuer, &subject, &email, name.as_deref()).await
+        }
         AdminCommand::UserRevokeSessions { issuer, subject } => {
             admin::user_revoke_sessions(pool, &issuer, &subject).await
         }
-        AdminCommand::MemberAdd {
-            workspace,
-            issuer,
-            subject,
-            role,
-        } => admin::member_add(pool, &workspace, &issuer, &subject, &role).await,
-        AdminCommand::PlanSet {
-            workspace,
-            plan,
-            limits,
-        } => admin::plan_set(pool, &workspace, &plan, &limits).await,
-        AdminCommand::WorkspaceArchive { workspace } => {
-            admin::set_archived(pool, &workspace, true).await
+        AdminCommand::MemberAdd { workspace, issuer, subject, role } => {
+            admin::member_add(pool, &workspace, &issuer, &subject, &role).await
         }
-        AdminCommand::WorkspaceUnarchive { workspace } => {
-            admin::set_archived(pool, &workspace, false).await
-        }
+        AdminCommand::PlanSet { workspace, plan, limits } => admin::plan_set(pool, &workspace, &plan, &limits).await,
+        AdminCommand::WorkspaceArchive { workspace } => admin::set_archived(pool, &workspace, true).await,
+        AdminCommand::WorkspaceUnarchive { workspace } => admin::set_archived(pool, &workspace, false).await,
     }
 }

@@ -10,7 +10,6 @@ use axum::middleware::{self, Next};
 use axum::response::Response;
 use axum::routing::{any, get};
 use sqlx::PgPool;
-use sqlx::postgres::PgPoolOptions;
 use svc_contract::{Problem, ProblemCode};
 use svc_core::Service;
 use tokio::net::TcpListener;
@@ -32,17 +31,6 @@ pub struct AppState {
     pub documents: Arc<Documents>,
 }
 
-/// Opens the database pool the API (and the operator commands) use.
-pub async fn connect(database_url: &str, max_connections: u32) -> anyhow::Result<PgPool> {
-    Ok(PgPoolOptions::new()
-        .max_connections(max_connections)
-        .acquire_timeout(Duration::from_secs(5))
-        // A connection is checked by using it: a ping per checkout would double
-        // the round trips of every request.
-        .test_before_acquire(false)
-        .connect_lazy(database_url)?)
-}
-
 impl AppState {
     pub fn new(pool: PgPool, config: &ServeConfig) -> anyhow::Result<Self> {
         let service = Service::new(pool, config.core()?).map_err(|e| anyhow::anyhow!(e))?;
@@ -57,11 +45,7 @@ impl AppState {
 
 /// Host names the MCP endpoint accepts: the public base URL's, and loopback.
 fn allowed_hosts(config: &ServeConfig) -> Vec<String> {
-    let mut hosts = vec![
-        "localhost".to_owned(),
-        "127.0.0.1".to_owned(),
-        "::1".to_owned(),
-    ];
+    let mut hosts = vec!["localhost".to_owned(), "127.0.0.1".to_owned(), "::1".to_owned()];
     if let Ok(uri) = config.public_base_url().parse::<http::Uri>()
         && let Some(authority) = uri.authority()
     {
@@ -75,10 +59,7 @@ fn allowed_hosts(config: &ServeConfig) -> Vec<String> {
 /// Every route of the API.
 pub fn router(state: AppState, config: &ServeConfig, shutdown: CancellationToken) -> Router {
     let mcp = Router::new()
-        .nest_service(
-            "/api/mcp",
-            mcp::service(state.clone(), allowed_hosts(config), shutdown),
-        )
+        .nest_service("/api/mcp", mcp::service(state.clone(), allowed_hosts(config), shutdown))
         .layer(middleware::from_fn_with_state(state.clone(), mcp::gate));
     Router::new()
         .route("/api/public/operations/{*path}", any(operations::handle))
@@ -91,12 +72,10 @@ pub fn router(state: AppState, config: &ServeConfig, shutdown: CancellationToken
         .merge(mcp)
         .fallback(not_found)
         .with_state(state)
-        .layer(
-            TraceLayer::new_for_http().make_span_with(|request: &Request| {
-                let request_id = request.extensions().get::<RequestId>().map(|r| r.0.as_str()).unwrap_or_default();
-                tracing::info_span!("request", method = %request.method(), path = %request.uri().path(), request_id)
-            }),
-        )
+        .layer(TraceLayer::new_for_http().make_span_with(|request: &Request| {
+            let request_id = request.extensions().get::<RequestId>().map(|r| r.0.as_str()).unwrap_or_default();
+            tracing::info_span!("request", method = %request.method(), path = %request.uri().path(), request_id)
+        }))
         .layer(middleware::from_fn(request_id))
 }
 
@@ -112,18 +91,8 @@ async fn request_id(mut request: Request, next: Next) -> Response {
 }
 
 async fn not_found(request: Request) -> Response {
-    let id = request
-        .extensions()
-        .get::<RequestId>()
-        .cloned()
-        .unwrap_or_default();
-    response::problem(
-        &Problem::new(
-            ProblemCode::ResourceNotFound,
-            "There is nothing at this address.",
-        ),
-        &id,
-    )
+    let id = request.extensions().get::<RequestId>().cloned().unwrap_or_default();
+    response::problem(&Problem::new(ProblemCode::ResourceNotFound, "There is nothing at this address."), &id)
 }
 
 /// A bound, ready-to-run API server.
@@ -141,12 +110,7 @@ impl App {
         let shutdown = CancellationToken::new();
         let state = AppState::new(pool, config)?;
         let router = router(state, config, shutdown.clone());
-        Ok(Self {
-            listener,
-            router,
-            shutdown,
-            grace: Duration::from_secs(config.shutdown_grace_secs),
-        })
+        Ok(Self { listener, router, shutdown, grace: Duration::from_secs(config.shutdown_grace_secs) })
     }
 
     pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
@@ -155,22 +119,15 @@ impl App {
 
     /// Serves until `stop` resolves, then lets in-flight requests finish within
     /// the grace period.
-    pub async fn run_until(
-        self,
-        stop: impl Future<Output = ()> + Send + 'static,
-    ) -> anyhow::Result<()> {
+    pub async fn run_until(self, stop: impl Future<Output = ()> + Send + 'static) -> anyhow::Result<()> {
         let shutdown = self.shutdown.clone();
-        let server = axum::serve(self.listener, self.router)
-            .with_graceful_shutdown(shutdown.clone().cancelled_owned());
+        let server = axum::serve(self.listener, self.router).with_graceful_shutdown(shutdown.clone().cancelled_owned());
         let mut server = tokio::spawn(server.into_future());
         tokio::select! {
             result = &mut server => return Ok(result??),
             () = stop => {}
         }
-        tracing::info!(
-            grace_secs = self.grace.as_secs(),
-            "shutting down: finishing in-flight requests"
-        );
+        tracing::info!(grace_secs = self.grace.as_secs(), "shutting down: finishing in-flight requests");
         shutdown.cancel();
         match tokio::time::timeout(self.grace, &mut server).await {
             Ok(result) => result??,
@@ -180,27 +137,5 @@ impl App {
             }
         }
         Ok(())
-    }
-}
-
-/// Resolves on SIGTERM or SIGINT.
-pub async fn shutdown_signal() {
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
-    #[cfg(unix)]
-    let terminate = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut signal) => {
-                signal.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    #[cfg(not(unix))]
-    let terminate = std::future::pending::<()>();
-    tokio::select! {
-        () = ctrl_c => {}
-        () = terminate => {}
     }
 }

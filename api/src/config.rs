@@ -28,12 +28,7 @@ pub struct ServeConfig {
     #[command(flatten)]
     pub database: DatabaseArgs,
     /// Redis URL (database index honoured); `/readyz` checks it.
-    #[arg(
-        long = "redis-url",
-        env = "REDIS_URL",
-        default_value = "redis://127.0.0.1:6379",
-        hide_env_values = true
-    )]
+    #[arg(long = "redis-url", env = "REDIS_URL", default_value = "redis://127.0.0.1:6379", hide_env_values = true)]
     pub redis_url: SecretString,
     /// Address to listen on.
     #[arg(long, env = "SVC_BIND", default_value = "127.0.0.1:8080")]
@@ -55,12 +50,7 @@ pub struct ServeConfig {
     #[arg(long, env = "SVC_OIDC_CLIENT_ID")]
     pub oidc_client_id: Option<String>,
     /// OAuth scopes the client requests (comma-separated).
-    #[arg(
-        long,
-        env = "SVC_OIDC_SCOPES",
-        value_delimiter = ',',
-        default_value = "openid,profile,email,offline_access"
-    )]
+    #[arg(long, env = "SVC_OIDC_SCOPES", value_delimiter = ',', default_value = "openid,profile,email,offline_access")]
     pub oidc_scopes: Vec<String>,
     /// Seconds in-flight requests get to finish after SIGTERM.
     #[arg(long, env = "SVC_SHUTDOWN_GRACE_SECS", default_value_t = 20)]
@@ -69,10 +59,7 @@ pub struct ServeConfig {
 
 impl ServeConfig {
     pub fn public_base_url(&self) -> String {
-        let url = self
-            .public_base_url
-            .clone()
-            .unwrap_or_else(|| format!("http://{}", self.bind));
+        let url = self.public_base_url.clone().unwrap_or_else(|| format!("http://{}", self.bind));
         url.trim_end_matches('/').to_owned()
     }
 
@@ -88,11 +75,7 @@ impl ServeConfig {
             Some(path) => JwksSource::File(path.clone()),
             None => JwksSource::Discovery,
         };
-        Ok(Some(OidcConfig {
-            issuer: issuer.clone(),
-            audience,
-            jwks,
-        }))
+        Ok(Some(OidcConfig { issuer: issuer.clone(), audience, jwks }))
     }
 
     pub fn core(&self) -> anyhow::Result<CoreConfig> {

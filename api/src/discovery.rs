@@ -34,11 +34,7 @@ impl Documents {
         });
         let mut openapi = openapi::document();
         openapi["servers"] = json!([{ "url": base }]);
-        Self {
-            client_config,
-            catalog: catalog::document(),
-            openapi,
-        }
+        Self { client_config, catalog: catalog::document(), openapi }
     }
 }
 

@@ -19,20 +19,11 @@ pub async fn healthz() -> impl IntoResponse {
 
 /// The database and Redis are reachable: 200, else 503 naming what is not.
 pub async fn readyz(State(state): State<AppState>) -> impl IntoResponse {
-    let database = tokio::time::timeout(
-        CHECK_TIMEOUT,
-        sqlx::query("SELECT 1").execute(state.service.pool()),
-    )
-    .await
-    .is_ok_and(|r| r.is_ok());
-    let redis = tokio::time::timeout(CHECK_TIMEOUT, ping_redis(&state.redis))
+    let database = tokio::time::timeout(CHECK_TIMEOUT, sqlx::query("SELECT 1").execute(state.service.pool()))
         .await
         .is_ok_and(|r| r.is_ok());
-    let status = if database && redis {
-        StatusCode::OK
-    } else {
-        StatusCode::SERVICE_UNAVAILABLE
-    };
+    let redis = tokio::time::timeout(CHECK_TIMEOUT, ping_redis(&state.redis)).await.is_ok_and(|r| r.is_ok());
+    let status = if database && redis { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
     let word = |ok: bool| if ok { "ok" } else { "unreachable" };
     let body = json!({
         "status": if status == StatusCode::OK { "ready" } else { "unavailable" },
@@ -43,15 +34,9 @@ pub async fn readyz(State(state): State<AppState>) -> impl IntoResponse {
 
 async fn ping_redis(client: &redis::Client) -> redis::RedisResult<()> {
     let mut conn = client.get_multiplexed_async_connection().await?;
-    redis::cmd("PING")
-        .query_async::<String>(&mut conn)
-        .await
-        .map(|_| ())
+    redis::cmd("PING").query_async::<String>(&mut conn).await.map(|_| ())
 }
 
 pub async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
-    (
-        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
-        state.metrics.render(state.service.pool()),
-    )
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], state.metrics.render(state.service.pool()))
 }

@@ -11,7 +11,6 @@ pub mod mcp;
 pub mod metrics;
 pub mod operations;
 pub mod response;
-pub mod telemetry;
 
 pub use app::{App, AppState, router};
 pub use config::ServeConfig;

@@ -4,16 +4,13 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use serde_json::json;
+use svc_api::App;
 use svc_api::admin::{self, AdminCommand};
 use svc_api::config::{DatabaseArgs, ServeConfig};
-use svc_api::{App, app, telemetry};
+use svc_core::runtime;
 
 #[derive(Parser)]
-#[command(
-    name = "svc-api",
-    version,
-    about = "The svc API: tenant operations over HTTP and MCP."
-)]
+#[command(name = "svc-api", version, about = "The svc API: tenant operations over HTTP and MCP.")]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -38,13 +35,12 @@ static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../migrations");
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    telemetry::init();
+    runtime::init_logging();
     let cli = Cli::parse();
     match run(cli.command).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
             tracing::error!("{error:#}");
-            eprintln!("svc-api: {error:#}");
             ExitCode::FAILURE
         }
     }
@@ -53,24 +49,20 @@ async fn main() -> ExitCode {
 async fn run(command: Command) -> anyhow::Result<()> {
     match command {
         Command::Serve(config) => {
-            let pool = app::connect(
-                config.database.url(),
-                config.database.database_max_connections,
-            )
-            .await?;
+            let pool = runtime::connect(config.database.url(), config.database.database_max_connections)?;
             let app = App::build(&config, pool).await?;
             tracing::info!(addr = %app.local_addr()?, base_url = %config.public_base_url(), "svc-api listening");
-            app.run_until(app::shutdown_signal()).await
+            app.run_until(runtime::shutdown_signal()).await
         }
         Command::Migrate(database) => {
-            let pool = app::connect(database.url(), 2).await?;
+            let pool = runtime::connect(database.url(), 2)?;
             MIGRATOR.run(&pool).await?;
             let applied = MIGRATOR.iter().count();
             println!("{}", json!({ "migrated": true, "migrations": applied }));
             Ok(())
         }
         Command::Admin { database, command } => {
-            let pool = app::connect(database.url(), 2).await?;
+            let pool = runtime::connect(database.url(), 2)?;
             let output = admin::run(&pool, command).await?;
             println!("{output}");
             Ok(())

@@ -13,9 +13,8 @@ use axum::http::{Method, header};
 use axum::middleware::Next;
 use axum::response::Response;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, Implementation, JsonObject,
-    ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
-    ToolAnnotations,
+    CallToolRequestParams, CallToolResponse, CallToolResult, Implementation, JsonObject, ListToolsResult,
+    PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool, ToolAnnotations,
 };
 use rmcp::service::RequestContext;
 use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
@@ -53,11 +52,7 @@ pub fn service(
         .with_max_request_body_bytes(MAX_MCP_BODY)
         .with_cancellation_token(shutdown);
     StreamableHttpService::new(
-        move || {
-            Ok(McpServer {
-                state: state.clone(),
-            })
-        },
+        move || Ok(McpServer { state: state.clone() }),
         Arc::new(NeverSessionManager::default()),
         config,
     )
@@ -66,21 +61,14 @@ pub fn service(
 /// Answers non-POST methods with 405 and refuses bad credentials with 401 (or
 /// 503 when the database is down) before rmcp reads the body.
 pub async fn gate(State(state): State<AppState>, mut request: Request, next: Next) -> Response {
-    let request_id = request
-        .extensions()
-        .get::<RequestId>()
-        .cloned()
-        .unwrap_or_default();
+    let request_id = request.extensions().get::<RequestId>().cloned().unwrap_or_default();
     if request.method() != Method::POST {
         return response::method_not_allowed(&request_id);
     }
     let headers = request.headers();
     let result = state
         .service
-        .authenticate(
-            header_str(headers, header::AUTHORIZATION.as_str()),
-            header_str(headers, WORKSPACE_HEADER),
-        )
+        .authenticate(header_str(headers, header::AUTHORIZATION.as_str()), header_str(headers, WORKSPACE_HEADER))
         .await;
     let authenticated = match result {
         Ok(caller) => Authenticated(Ok(Arc::new(caller))),
@@ -105,9 +93,7 @@ fn object(schema: &serde_json::Map<String, Value>) -> Arc<JsonObject> {
 fn tool(op: &Operation) -> Tool {
     let annotations = ToolAnnotations::with_title(op.cli_command)
         .read_only(!op.mutating)
-        .destructive(
-            op.id.ends_with(".delete") || op.id.ends_with(".revoke") || op.id.ends_with(".disable"),
-        )
+        .destructive(op.id.ends_with(".delete") || op.id.ends_with(".revoke") || op.id.ends_with(".disable"))
         .idempotent(!op.mutating);
     Tool::new(op.tool_name(), op.summary, object(op.input_schema()))
         .with_raw_output_schema(object(op.output_schema()))
@@ -154,13 +140,8 @@ impl ServerHandler for McpServer {
             ));
         };
         let parts = context.extensions.get::<http::request::Parts>();
-        let request_id = parts
-            .and_then(|p| p.extensions.get::<RequestId>())
-            .cloned()
-            .unwrap_or_default();
-        let authenticated = parts
-            .and_then(|p| p.extensions.get::<Authenticated>())
-            .cloned();
+        let request_id = parts.and_then(|p| p.extensions.get::<RequestId>()).cloned().unwrap_or_default();
+        let authenticated = parts.and_then(|p| p.extensions.get::<Authenticated>()).cloned();
         let hints = parts.map(|p| client_hints(&p.headers)).unwrap_or_default();
         let input = Value::Object(request.arguments.unwrap_or_default());
 
@@ -174,14 +155,10 @@ impl ServerHandler for McpServer {
             None => Err(Problem::internal()),
         };
         let outcome = result.as_ref().err().map(|p| p.code);
-        self.state
-            .metrics
-            .record(Surface::Mcp, op, outcome, started.elapsed());
+        self.state.metrics.record(Surface::Mcp, op, outcome, started.elapsed());
         let result = match result {
             Ok(reply) => CallToolResult::structured(response::success_body(&reply, &request_id)),
-            Err(problem) => {
-                CallToolResult::structured_error(response::problem_body(&problem, &request_id))
-            }
+            Err(problem) => CallToolResult::structured_error(response::problem_body(&problem, &request_id)),
         };
         Ok(result.into())
     }

@@ -20,9 +20,7 @@ const SURFACES: [(Surface, &str); 2] = [(Surface::Http, "http"), (Surface::Mcp, 
 /// `ok` and the fifteen problem codes.
 const OUTCOMES: usize = 1 + ProblemCode::ALL.len();
 /// Upper bounds of the latency buckets, in seconds.
-const BUCKETS: [f64; 12] = [
-    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0,
-];
+const BUCKETS: [f64; 12] = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0];
 
 #[derive(Default)]
 struct Series {
@@ -37,23 +35,14 @@ pub struct Metrics {
 
 impl Default for Metrics {
     fn default() -> Self {
-        Self {
-            series: (0..SURFACES.len() * CATALOG.len())
-                .map(|_| Series::default())
-                .collect(),
-        }
+        Self { series: (0..SURFACES.len() * CATALOG.len()).map(|_| Series::default()).collect() }
     }
 }
 
 fn outcome_index(outcome: Option<ProblemCode>) -> usize {
     match outcome {
         None => 0,
-        Some(code) => {
-            1 + ProblemCode::ALL
-                .iter()
-                .position(|c| *c == code)
-                .unwrap_or(0)
-        }
+        Some(code) => 1 + ProblemCode::ALL.iter().position(|c| *c == code).unwrap_or(0),
     }
 }
 
@@ -73,21 +62,16 @@ impl Metrics {
         if let Some(bucket) = BUCKETS.iter().position(|le| seconds <= *le) {
             series.buckets[bucket].fetch_add(1, Ordering::Relaxed);
         }
-        series
-            .micros_sum
-            .fetch_add(elapsed.as_micros() as u64, Ordering::Relaxed);
+        series.micros_sum.fetch_add(elapsed.as_micros() as u64, Ordering::Relaxed);
     }
 
     /// The Prometheus text exposition of every series that has seen a call.
     pub fn render(&self, pool: &sqlx::PgPool) -> String {
         let mut out = String::new();
-        out.push_str(
-            "# HELP svc_operation_calls_total Operation calls by surface, operation and outcome.\n",
-        );
+        out.push_str("# HELP svc_operation_calls_total Operation calls by surface, operation and outcome.\n");
         out.push_str("# TYPE svc_operation_calls_total counter\n");
         let mut histograms = String::new();
-        histograms
-            .push_str("# HELP svc_operation_duration_seconds Time to answer an operation call.\n");
+        histograms.push_str("# HELP svc_operation_duration_seconds Time to answer an operation call.\n");
         histograms.push_str("# TYPE svc_operation_duration_seconds histogram\n");
         for (surface, surface_name) in SURFACES {
             for op in &CATALOG {
@@ -100,15 +84,8 @@ impl Metrics {
                         continue;
                     }
                     total += count;
-                    let outcome = if i == 0 {
-                        "ok"
-                    } else {
-                        ProblemCode::ALL[i - 1].as_str()
-                    };
-                    let _ = writeln!(
-                        out,
-                        "svc_operation_calls_total{{{labels},outcome=\"{outcome}\"}} {count}"
-                    );
+                    let outcome = if i == 0 { "ok" } else { ProblemCode::ALL[i - 1].as_str() };
+                    let _ = writeln!(out, "svc_operation_calls_total{{{labels},outcome=\"{outcome}\"}} {count}");
                 }
                 if total == 0 {
                     continue;
@@ -121,19 +98,10 @@ impl Metrics {
                         "svc_operation_duration_seconds_bucket{{{labels},le=\"{le}\"}} {cumulative}"
                     );
                 }
-                let _ = writeln!(
-                    histograms,
-                    "svc_operation_duration_seconds_bucket{{{labels},le=\"+Inf\"}} {total}"
-                );
+                let _ = writeln!(histograms, "svc_operation_duration_seconds_bucket{{{labels},le=\"+Inf\"}} {total}");
                 let sum = series.micros_sum.load(Ordering::Relaxed) as f64 / 1e6;
-                let _ = writeln!(
-                    histograms,
-                    "svc_operation_duration_seconds_sum{{{labels}}} {sum}"
-                );
-                let _ = writeln!(
-                    histograms,
-                    "svc_operation_duration_seconds_count{{{labels}}} {total}"
-                );
+                let _ = writeln!(histograms, "svc_operation_duration_seconds_sum{{{labels}}} {sum}");
+                let _ = writeln!(histograms, "svc_operation_duration_seconds_count{{{labels}}} {total}");
             }
         }
         out.push_str(&histograms);
@@ -142,11 +110,7 @@ impl Metrics {
         out.push_str("# HELP svc_db_connections Database pool connections by state.\n");
         out.push_str("# TYPE svc_db_connections gauge\n");
         let _ = writeln!(out, "svc_db_connections{{state=\"idle\"}} {idle}");
-        let _ = writeln!(
-            out,
-            "svc_db_connections{{state=\"in_use\"}} {}",
-            size.saturating_sub(idle)
-        );
+        let _ = writeln!(out, "svc_db_connections{{state=\"in_use\"}} {}", size.saturating_sub(idle));
         out
     }
 }

@@ -12,9 +12,7 @@ use axum::response::Response;
 use axum::{Extension, body};
 use serde_json::Value;
 use svc_contract::identity::SecretLocation;
-use svc_contract::{
-    CLIENT_VERSION_HEADER, Problem, ProblemCode, SECRET_LOCATION_HEADER, WORKSPACE_HEADER, catalog,
-};
+use svc_contract::{CLIENT_VERSION_HEADER, Problem, ProblemCode, SECRET_LOCATION_HEADER, WORKSPACE_HEADER, catalog};
 use svc_core::ClientHints;
 
 use crate::app::AppState;
@@ -29,9 +27,7 @@ pub fn header_str<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
 pub fn client_hints(headers: &HeaderMap) -> ClientHints {
     ClientHints {
         version: header_str(headers, CLIENT_VERSION_HEADER).map(str::to_owned),
-        secret_location: header_str(headers, SECRET_LOCATION_HEADER)
-            .map(SecretLocation::parse)
-            .unwrap_or_default(),
+        secret_location: header_str(headers, SECRET_LOCATION_HEADER).map(SecretLocation::parse).unwrap_or_default(),
     }
 }
 
@@ -44,10 +40,7 @@ pub async fn handle(
     body: Body,
 ) -> Response {
     let Some(op) = catalog::by_path(&path) else {
-        let problem = Problem::new(
-            ProblemCode::ResourceNotFound,
-            format!("There is no operation at `{path}`."),
-        );
+        let problem = Problem::new(ProblemCode::ResourceNotFound, format!("There is no operation at `{path}`."));
         return response::problem(&problem, &request_id);
     };
     if method != Method::POST {
@@ -57,24 +50,13 @@ pub async fn handle(
     let result = async {
         let caller = state
             .service
-            .authenticate(
-                header_str(&headers, header::AUTHORIZATION.as_str()),
-                header_str(&headers, WORKSPACE_HEADER),
-            )
+            .authenticate(header_str(&headers, header::AUTHORIZATION.as_str()), header_str(&headers, WORKSPACE_HEADER))
             .await?;
         let input = read_input(body, op.body_limit, &headers).await?;
-        state
-            .service
-            .call(op, &caller, input, &client_hints(&headers))
-            .await
+        state.service.call(op, &caller, input, &client_hints(&headers)).await
     }
     .await;
-    state.metrics.record(
-        Surface::Http,
-        op,
-        result.as_ref().err().map(|p| p.code),
-        started.elapsed(),
-    );
+    state.metrics.record(Surface::Http, op, result.as_ref().err().map(|p| p.code), started.elapsed());
     match result {
         Ok(reply) => response::success(&reply, &request_id),
         Err(problem) => response::problem(&problem, &request_id),
@@ -84,15 +66,12 @@ pub async fn handle(
 /// Reads the body up to `limit` bytes (refusing early when `Content-Length`
 /// already says more) and parses it; an empty body is `{}`.
 async fn read_input(body: Body, limit: usize, headers: &HeaderMap) -> Result<Value, Problem> {
-    let declared =
-        header_str(headers, header::CONTENT_LENGTH.as_str()).and_then(|v| v.parse::<u64>().ok());
+    let declared = header_str(headers, header::CONTENT_LENGTH.as_str()).and_then(|v| v.parse::<u64>().ok());
     if declared.is_some_and(|length| length > limit as u64) {
         return Err(Problem::body_too_large(limit));
     }
     let bytes = body::to_bytes(body, limit).await.map_err(|error| {
-        if std::error::Error::source(&error)
-            .is_some_and(|s| s.is::<http_body_util::LengthLimitError>())
-        {
+        if std::error::Error::source(&error).is_some_and(|s| s.is::<http_body_util::LengthLimitError>()) {
             Problem::body_too_large(limit)
         } else {
             Problem::invalid("unreadable_body", "The request body could not be read.")
@@ -102,11 +81,8 @@ async fn read_input(body: Body, limit: usize, headers: &HeaderMap) -> Result<Val
         return Ok(Value::Object(Default::default()));
     }
     serde_json::from_slice(&bytes).map_err(|error| {
-        Problem::invalid(
-            "malformed_json",
-            format!("The request body is not valid JSON: {error}."),
-        )
-        .with_detail("line", error.line())
-        .with_detail("column", error.column())
+        Problem::invalid("malformed_json", format!("The request body is not valid JSON: {error}."))
+            .with_detail("line", error.line())
+            .with_detail("column", error.column())
     })
 }

@@ -57,26 +57,20 @@ pub fn set_request_id(headers: &mut HeaderMap, request_id: &RequestId) {
 pub fn success(reply: &Reply, request_id: &RequestId) -> Response {
     let mut response = json_response(StatusCode::OK, &success_body(reply, request_id), request_id);
     if reply.replayed {
-        response
-            .headers_mut()
-            .insert(IDEMPOTENT_REPLAYED_HEADER, HeaderValue::from_static("true"));
+        response.headers_mut().insert(IDEMPOTENT_REPLAYED_HEADER, HeaderValue::from_static("true"));
     }
     response
 }
 
 pub fn problem(problem: &Problem, request_id: &RequestId) -> Response {
-    let status =
-        StatusCode::from_u16(problem.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let status = StatusCode::from_u16(problem.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     let mut response = json_response(status, &problem_body(problem, request_id), request_id);
     let headers = response.headers_mut();
     if status == StatusCode::UNAUTHORIZED {
         headers.insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
     }
     if status == StatusCode::SERVICE_UNAVAILABLE {
-        headers.insert(
-            header::RETRY_AFTER,
-            HeaderValue::from_static(RETRY_AFTER_SECS),
-        );
+        headers.insert(header::RETRY_AFTER, HeaderValue::from_static(RETRY_AFTER_SECS));
     }
     response
 }
@@ -86,9 +80,7 @@ pub fn method_not_allowed(request_id: &RequestId) -> Response {
     let body = Problem::invalid("method_not_allowed", "Use POST.");
     let mut response = problem(&body, request_id);
     *response.status_mut() = StatusCode::METHOD_NOT_ALLOWED;
-    response
-        .headers_mut()
-        .insert(header::ALLOW, HeaderValue::from_static("POST"));
+    response.headers_mut().insert(header::ALLOW, HeaderValue::from_static("POST"));
     response
 }
 
@@ -111,10 +103,7 @@ mod tests {
         let not_allowed = method_not_allowed(&id);
         assert_eq!(
             (not_allowed.status(), &not_allowed.headers()[header::ALLOW]),
-            (
-                StatusCode::METHOD_NOT_ALLOWED,
-                &HeaderValue::from_static("POST")
-            )
+            (StatusCode::METHOD_NOT_ALLOWED, &HeaderValue::from_static("POST"))
         );
     }
 }

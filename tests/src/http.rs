@@ -38,10 +38,7 @@ pub struct HttpClient {
 
 impl HttpClient {
     pub fn new(base: impl Into<String>) -> Self {
-        Self {
-            client: Client::builder(TokioExecutor::new()).build_http(),
-            base: base.into(),
-        }
+        Self { client: Client::builder(TokioExecutor::new()).build_http(), base: base.into() }
     }
 
     pub async fn send(
@@ -51,31 +48,15 @@ impl HttpClient {
         headers: &[(&str, &str)],
         body: impl Into<Bytes>,
     ) -> TestResponse {
-        let mut request = Request::builder()
-            .method(method)
-            .uri(format!("{}{path}", self.base));
+        let mut request = Request::builder().method(method).uri(format!("{}{path}", self.base));
         for (name, value) in headers {
             request = request.header(*name, *value);
         }
-        let request = request
-            .body(Full::new(body.into()))
-            .expect("a valid request");
-        let response = self
-            .client
-            .request(request)
-            .await
-            .expect("the server answers");
+        let request = request.body(Full::new(body.into())).expect("a valid request");
+        let response = self.client.request(request).await.expect("the server answers");
         let (parts, body) = response.into_parts();
-        let body = body
-            .collect()
-            .await
-            .expect("the body is readable")
-            .to_bytes();
-        TestResponse {
-            status: parts.status.as_u16(),
-            headers: parts.headers,
-            body,
-        }
+        let body = body.collect().await.expect("the body is readable").to_bytes();
+        TestResponse { status: parts.status.as_u16(), headers: parts.headers, body }
     }
 
     pub async fn get(&self, path: &str) -> TestResponse {
@@ -98,7 +79,6 @@ impl HttpClient {
         if let Some(ws) = workspace {
             headers.push(("svc-workspace", ws));
         }
-        self.send(Method::POST, path, &headers, body.to_string())
-            .await
+        self.send(Method::POST, path, &headers, body.to_string()).await
     }
 }

@@ -41,15 +41,11 @@ fn b64(bytes: impl AsRef<[u8]>) -> String {
 }
 
 pub fn now_secs() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs() as i64)
-        .unwrap_or_default()
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or_default()
 }
 
 fn ec_key() -> EcdsaKeyPair {
-    EcdsaKeyPair::generate(&signature::ECDSA_P256_SHA256_FIXED_SIGNING)
-        .expect("generate a P-256 key")
+    EcdsaKeyPair::generate(&signature::ECDSA_P256_SHA256_FIXED_SIGNING).expect("generate a P-256 key")
 }
 
 impl TestIssuer {
@@ -117,21 +113,13 @@ impl TestIssuer {
             Alg::Rs256 => {
                 let mut sig = vec![0; self.rsa.public_modulus_len()];
                 self.rsa
-                    .sign(
-                        &signature::RSA_PKCS1_SHA256,
-                        &SystemRandom::new(),
-                        input.as_bytes(),
-                        &mut sig,
-                    )
+                    .sign(&signature::RSA_PKCS1_SHA256, &SystemRandom::new(), input.as_bytes(), &mut sig)
                     .expect("RSA signing");
                 sig
             }
-            Alg::Es256 => self
-                .ec
-                .sign(&SystemRandom::new(), input.as_bytes())
-                .expect("ECDSA signing")
-                .as_ref()
-                .to_vec(),
+            Alg::Es256 => {
+                self.ec.sign(&SystemRandom::new(), input.as_bytes()).expect("ECDSA signing").as_ref().to_vec()
+            }
         };
         format!("{input}.{}", b64(signature))
     }
@@ -143,10 +131,7 @@ impl TestIssuer {
             b64(json!({ "alg": "ES256", "typ": "JWT", "kid": "ec-1" }).to_string()),
             b64(Self::claims(subject).to_string())
         );
-        let sig = self
-            .stranger
-            .sign(&SystemRandom::new(), input.as_bytes())
-            .expect("ECDSA signing");
+        let sig = self.stranger.sign(&SystemRandom::new(), input.as_bytes()).expect("ECDSA signing");
         format!("{input}.{}", b64(sig.as_ref()))
     }
 }

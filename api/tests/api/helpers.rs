@@ -18,10 +18,7 @@ pub const BASE_URL: &str = "http://svc.test";
 
 pub fn config() -> ServeConfig {
     ServeConfig {
-        database: DatabaseArgs {
-            database_url: SecretString::from("postgres://unused"),
-            database_max_connections: 5,
-        },
+        database: DatabaseArgs { database_url: SecretString::from("postgres://unused"), database_max_connections: 5 },
         redis_url: SecretString::from("redis://127.0.0.1:6379"),
         bind: "127.0.0.1:0".parse().expect("an address"),
         public_base_url: Some(BASE_URL.to_owned()),
@@ -34,6 +31,7 @@ pub fn config() -> ServeConfig {
     }
 }
 
+#[derive(Clone)]
 pub struct TestApp {
     router: Router,
     pub pool: PgPool,
@@ -48,12 +46,12 @@ pub struct TestUser {
 
 impl TestApp {
     pub async fn new(pool: PgPool) -> Self {
-        let config = config();
+        Self::with_config(pool, config()).await
+    }
+
+    pub async fn with_config(pool: PgPool, config: ServeConfig) -> Self {
         let state = AppState::new(pool.clone(), &config).expect("app state");
-        Self {
-            router: router(state, &config, CancellationToken::new()),
-            pool,
-        }
+        Self { router: router(state, &config, CancellationToken::new()), pool }
     }
 
     pub fn issuer(&self) -> &'static TestIssuer {
@@ -61,64 +59,38 @@ impl TestApp {
     }
 
     pub async fn send(&self, request: Request<Body>) -> TestResponse {
-        let response = self
-            .router
-            .clone()
-            .oneshot(request)
-            .await
-            .expect("the router answers");
+        let response = self.router.clone().oneshot(request).await.expect("the router answers");
         let (parts, body) = response.into_parts();
         let body = body.collect().await.expect("a readable body").to_bytes();
-        TestResponse {
-            status: parts.status.as_u16(),
-            headers: parts.headers,
-            body,
-        }
+        TestResponse { status: parts.status.as_u16(), headers: parts.headers, body }
     }
 
     /// POSTs raw bytes to an operation path.
-    pub async fn post_raw(
-        &self,
-        path: &str,
-        headers: &[(&str, &str)],
-        body: impl Into<Body>,
-    ) -> TestResponse {
-        let mut request = Request::builder()
-            .method("POST")
-            .uri(format!("/api/public/operations/{path}"));
+    pub async fn post_raw(&self, path: &str, headers: &[(&str, &str)], body: impl Into<Body>) -> TestResponse {
+        let mut request = Request::builder().method("POST").uri(format!("/api/public/operations/{path}"));
         for (name, value) in headers {
             request = request.header(*name, *value);
         }
-        self.send(request.body(body.into()).expect("a request"))
-            .await
+        self.send(request.body(body.into()).expect("a request")).await
     }
 
     /// Calls an operation over HTTP.
-    pub async fn op(
-        &self,
-        path: &str,
-        token: &str,
-        workspace: Option<&str>,
-        input: Value,
-    ) -> TestResponse {
+    pub async fn op(&self, path: &str, token: &str, workspace: Option<&str>, input: Value) -> TestResponse {
         let auth = format!("Bearer {token}");
-        let mut headers = vec![
-            ("authorization", auth.as_str()),
-            ("content-type", "application/json"),
-        ];
+        let mut headers = vec![("authorization", auth.as_str()), ("content-type", "application/json")];
         if let Some(ws) = workspace {
             headers.push(("svc-workspace", ws));
         }
         self.post_raw(path, &headers, input.to_string()).await
     }
 
+    /// Calls an operation as `user`, with no Workspace header.
+    pub async fn as_user(&self, user: &TestUser, path: &str, input: Value) -> TestResponse {
+        self.op(path, &user.token, None, input).await
+    }
+
     /// Sends one JSON-RPC message to the MCP endpoint.
-    pub async fn mcp(
-        &self,
-        token: Option<&str>,
-        workspace: Option<&str>,
-        message: Value,
-    ) -> TestResponse {
+    pub async fn mcp(&self, token: Option<&str>, workspace: Option<&str>, message: Value) -> TestResponse {
         let mut request = Request::builder()
             .method("POST")
             .uri("/api/mcp")
@@ -131,58 +103,28 @@ impl TestApp {
         if let Some(ws) = workspace {
             request = request.header("svc-workspace", ws);
         }
-        self.send(
-            request
-                .body(Body::from(message.to_string()))
-                .expect("a request"),
-        )
-        .await
+        self.send(request.body(Body::from(message.to_string())).expect("a request")).await
     }
 
     /// Calls a tool over MCP; returns the HTTP response (the JSON-RPC result inside).
-    pub async fn tool(
-        &self,
-        token: &str,
-        workspace: Option<&str>,
-        name: &str,
-        arguments: Value,
-    ) -> TestResponse {
+    pub async fn tool(&self, token: &str, workspace: Option<&str>, name: &str, arguments: Value) -> TestResponse {
         let message = json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": { "name": name, "arguments": arguments } });
         self.mcp(Some(token), workspace, message).await
     }
 
     /// Signs a User up (operator command) and returns them with a token.
     pub async fn user(&self, subject: &str) -> TestUser {
-        svc_core::admin::user_setup(
-            &self.pool,
-            ISSUER,
-            subject,
-            &format!("{subject}@example.test"),
-            Some(subject),
-        )
-        .await
-        .expect("user setup");
-        TestUser {
-            subject: subject.to_owned(),
-            token: self.issuer().token(subject),
-        }
+        svc_core::admin::user_setup(&self.pool, ISSUER, subject, &format!("{subject}@example.test"), Some(subject))
+            .await
+            .expect("user setup");
+        TestUser { subject: subject.to_owned(), token: self.issuer().token(subject) }
     }
 
     /// Creates a Workspace owned by `user`; returns its id.
     pub async fn workspace(&self, user: &TestUser, name: &str) -> String {
-        let response = self
-            .op(
-                "workspaces/create",
-                &user.token,
-                None,
-                json!({ "name": name }),
-            )
-            .await;
+        let response = self.op("workspaces/create", &user.token, None, json!({ "name": name })).await;
         assert_eq!(response.status, 200, "{}", response.text());
-        response.json()["data"]["workspace"]["id"]
-            .as_str()
-            .expect("an id")
-            .to_owned()
+        response.json()["data"]["workspace"]["id"].as_str().expect("an id").to_owned()
     }
 
     /// A User with one Workspace of their own.
@@ -194,46 +136,64 @@ impl TestApp {
 
     /// Creates an Agent; returns its id.
     pub async fn agent(&self, user: &TestUser, workspace: &str, name: &str) -> String {
-        let response = self
-            .op(
-                "agents/create",
-                &user.token,
-                Some(workspace),
-                json!({ "name": name }),
-            )
-            .await;
+        let response = self.op("agents/create", &user.token, Some(workspace), json!({ "name": name })).await;
         assert_eq!(response.status, 200, "{}", response.text());
-        response.json()["data"]["agent"]["id"]
-            .as_str()
-            .expect("an id")
-            .to_owned()
+        response.json()["data"]["agent"]["id"].as_str().expect("an id").to_owned()
+    }
+
+    /// Runs `n` calls at once (each on its own task) and returns their responses.
+    pub async fn concurrently<F, Fut>(&self, n: usize, call: F) -> Vec<TestResponse>
+    where
+        F: Fn(TestApp, usize) -> Fut,
+        Fut: std::future::Future<Output = TestResponse> + Send + 'static,
+    {
+        let mut tasks = tokio::task::JoinSet::new();
+        for i in 0..n {
+            tasks.spawn(call(self.clone(), i));
+        }
+        tasks.join_all().await
     }
 
     /// A count from this test's database.
     pub async fn count(&self, sql: &'static str) -> i64 {
-        sqlx::query_scalar::<_, i64>(sql)
-            .fetch_one(&self.pool)
-            .await
-            .expect("a count")
+        sqlx::query_scalar::<_, i64>(sql).fetch_one(&self.pool).await.expect("a count")
     }
 }
 
-/// Asserts a failure body: status, code, request id in body and header.
+fn validator(schema: &Value) -> jsonschema::Validator {
+    jsonschema::options().should_validate_formats(true).build(schema).expect("a valid schema")
+}
+
+fn assert_matches_schema(schema: &Value, body: &Value, what: &str) {
+    let errors: Vec<String> =
+        validator(schema).iter_errors(body).map(|e| format!("{} at {}", e, e.instance_path())).collect();
+    assert!(errors.is_empty(), "{what} does not match its schema: {errors:#?}\n{body:#}");
+}
+
+fn assert_request_id(response: &TestResponse, body: &Value) {
+    let request_id = body["meta"]["requestId"].as_str().expect("meta.requestId");
+    assert!(request_id.starts_with("req_"), "{request_id}");
+    assert_eq!(response.header("x-request-id"), Some(request_id));
+}
+
+/// Asserts a failure: status, code, the error body schema, and the request id in
+/// body and header. Returns the body.
 pub fn assert_problem(response: &TestResponse, status: u16, code: &str) -> Value {
     let body = response.json();
     assert_eq!(response.status, status, "{}", response.text());
     assert_eq!(body["error"]["code"], code, "{}", response.text());
-    let request_id = body["meta"]["requestId"].as_str().expect("meta.requestId");
-    assert!(request_id.starts_with("req_"));
-    assert_eq!(response.header("x-request-id"), Some(request_id));
+    assert_matches_schema(&svc_contract::openapi::error_body_schema(), &body, "the error body");
+    assert_request_id(response, &body);
     body
 }
 
-/// Asserts a success body and returns `data`.
-pub fn assert_ok(response: &TestResponse) -> Value {
+/// Asserts the success of the operation at `path`: the whole envelope matches
+/// the catalog's output schema (every field, no extra ones). Returns `data`.
+pub fn assert_ok(path: &str, response: &TestResponse) -> Value {
     let body = response.json();
     assert_eq!(response.status, 200, "{}", response.text());
-    let request_id = body["meta"]["requestId"].as_str().expect("meta.requestId");
-    assert_eq!(response.header("x-request-id"), Some(request_id));
+    let op = svc_contract::catalog::by_path(path).expect("a catalog path");
+    assert_matches_schema(&Value::Object(op.output_schema().clone()), &body, op.id);
+    assert_request_id(response, &body);
     body["data"].clone()
 }

@@ -1,5 +1,10 @@
 //! API tests: the real router, in-process, over a fresh PostgreSQL database per
 //! test (`#[sqlx::test]`), so they run in parallel.
 
+mod agents;
 mod helpers;
+mod http;
+mod idempotency;
 mod identity;
+mod mcp;
+mod workspaces;

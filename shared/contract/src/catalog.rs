@@ -9,9 +9,7 @@ use std::sync::OnceLock;
 
 use serde_json::{Map, Value, json};
 
-use crate::operations::{
-    agent, api_key, identity, knowledge_source, public_chat, widget, workspace,
-};
+use crate::operations::{agent, api_key, identity, knowledge_source, public_chat, widget, workspace};
 use crate::problem::ProblemCode::{self, *};
 use crate::schema::{DIALECT, input_schema, output_schema};
 use crate::scope::{Role, Scope};
@@ -220,12 +218,7 @@ type SchemaPair = (Map<String, Value>, Map<String, Value>);
 
 fn schemas() -> &'static [SchemaPair] {
     static SCHEMAS: OnceLock<Vec<SchemaPair>> = OnceLock::new();
-    SCHEMAS.get_or_init(|| {
-        CATALOG
-            .iter()
-            .map(|op| (op.build_input_schema(), op.build_output_schema()))
-            .collect()
-    })
+    SCHEMAS.get_or_init(|| CATALOG.iter().map(|op| (op.build_input_schema(), op.build_output_schema())).collect())
 }
 
 /// Looks an operation up by its HTTP path (below `/api/public/operations/`).
@@ -473,8 +466,7 @@ mod tests {
         for (i, op) in CATALOG.iter().enumerate() {
             assert_eq!(op.op as usize, i, "{} is out of order", op.id);
         }
-        let unique =
-            |f: fn(&Operation) -> String| CATALOG.iter().map(f).collect::<HashSet<_>>().len();
+        let unique = |f: fn(&Operation) -> String| CATALOG.iter().map(f).collect::<HashSet<_>>().len();
         assert_eq!(unique(|op| op.id.to_owned()), 30);
         assert_eq!(unique(|op| op.path.to_owned()), 30);
         assert_eq!(unique(|op| op.cli_command.to_owned()), 30);
@@ -482,16 +474,9 @@ mod tests {
         for op in &CATALOG {
             assert_eq!(by_path(op.path).map(|o| o.id), Some(op.id));
             assert_eq!(by_tool_name(&op.tool_name()).map(|o| o.id), Some(op.id));
-            assert!(
-                op.tool_name()
-                    .chars()
-                    .all(|c| c.is_ascii_lowercase() || c == '_')
-            );
+            assert!(op.tool_name().chars().all(|c| c.is_ascii_lowercase() || c == '_'));
         }
-        assert_eq!(
-            by_tool_name("svc_knowledge_source_add").map(|o| o.id),
-            Some("knowledge_source.add")
-        );
+        assert_eq!(by_tool_name("svc_knowledge_source_add").map(|o| o.id), Some("knowledge_source.add"));
     }
 
     /// Contract §5's scope table, verbatim.
@@ -523,10 +508,7 @@ mod tests {
         ];
         for (id, scope) in expected {
             let op = by_id(id).unwrap();
-            assert!(
-                op.allows(AuthKind::WorkspaceApiKey),
-                "{id} must accept API keys"
-            );
+            assert!(op.allows(AuthKind::WorkspaceApiKey), "{id} must accept API keys");
             assert_eq!(op.scope.map(|s| s.as_str()), *scope, "{id}");
         }
         let user_only = [
@@ -549,21 +531,8 @@ mod tests {
 
     #[test]
     fn admin_only_operations() {
-        let admin: Vec<&str> = CATALOG
-            .iter()
-            .filter(|op| op.min_role == Role::Admin)
-            .map(|op| op.id)
-            .collect();
-        assert_eq!(
-            admin,
-            [
-                "workspace.rename",
-                "api_key.list",
-                "api_key.create",
-                "api_key.rotate",
-                "api_key.revoke"
-            ]
-        );
+        let admin: Vec<&str> = CATALOG.iter().filter(|op| op.min_role == Role::Admin).map(|op| op.id).collect();
+        assert_eq!(admin, ["workspace.rename", "api_key.list", "api_key.create", "api_key.rotate", "api_key.revoke"]);
     }
 
     /// The spec's "Problems per operation" table, verbatim.
@@ -616,11 +585,8 @@ widget.verify | WS, PD, NF, WA, EN, PF";
         };
         for line in table.lines() {
             let (id, abbrs) = line.split_once(" | ").unwrap();
-            let expected: Vec<ProblemCode> = if abbrs == "none" {
-                vec![]
-            } else {
-                abbrs.split(", ").map(code).collect()
-            };
+            let expected: Vec<ProblemCode> =
+                if abbrs == "none" { vec![] } else { abbrs.split(", ").map(code).collect() };
             let op = by_id(id).unwrap();
             let mut actual = op.problems.to_vec();
             let mut expected_sorted = expected.clone();
@@ -647,9 +613,7 @@ widget.verify | WS, PD, NF, WA, EN, PF";
                 if map.get("type") == Some(&json!("object")) {
                     let closed = map.get("additionalProperties") == Some(&json!(false));
                     let map_of = !map.contains_key("properties")
-                        && map
-                            .get("additionalProperties")
-                            .is_some_and(Value::is_object);
+                        && map.get("additionalProperties").is_some_and(Value::is_object);
                     assert!(closed || map_of, "open object at {at}");
                 }
                 for (key, value) in map {
@@ -668,14 +632,8 @@ widget.verify | WS, PD, NF, WA, EN, PF";
     #[test]
     fn every_object_rejects_unknown_properties() {
         for op in &CATALOG {
-            assert_closed_objects(
-                &Value::Object(op.input_schema().clone()),
-                &format!("{} input", op.id),
-            );
-            assert_closed_objects(
-                &Value::Object(op.output_schema().clone()),
-                &format!("{} output", op.id),
-            );
+            assert_closed_objects(&Value::Object(op.input_schema().clone()), &format!("{} input", op.id));
+            assert_closed_objects(&Value::Object(op.output_schema().clone()), &format!("{} output", op.id));
         }
     }
 

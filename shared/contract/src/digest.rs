@@ -103,10 +103,7 @@ mod tests {
     #[test]
     fn sorts_keys_and_drops_white_space() {
         let value = json!({"b": [1, {"d": true, "c": null}], "a": "x"});
-        assert_eq!(
-            canonical_json(&value),
-            r#"{"a":"x","b":[1,{"c":null,"d":true}]}"#
-        );
+        assert_eq!(canonical_json(&value), r#"{"a":"x","b":[1,{"c":null,"d":true}]}"#);
     }
 
     /// Number examples from RFC 8785 appendix B.
@@ -146,9 +143,6 @@ mod tests {
     #[test]
     fn digest_format() {
         let digest = sha256_prefixed(b"");
-        assert_eq!(
-            digest,
-            "sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
-        );
+        assert_eq!(digest, "sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
     }
 }

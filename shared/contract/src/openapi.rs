@@ -51,8 +51,7 @@ fn without_dialect(schema: &Map<String, Value>) -> Value {
 }
 
 fn operation_object(op: &Operation) -> Value {
-    let request_id_header =
-        json!({ "X-Request-Id": { "$ref": "#/components/headers/X-Request-Id" } });
+    let request_id_header = json!({ "X-Request-Id": { "$ref": "#/components/headers/X-Request-Id" } });
     let mut responses = Map::new();
     responses.insert(
         "200".into(),
@@ -64,10 +63,7 @@ fn operation_object(op: &Operation) -> Value {
     );
     let mut by_status: BTreeMap<u16, Vec<&str>> = BTreeMap::new();
     for code in ProblemCode::COMMON.iter().chain(op.problems) {
-        by_status
-            .entry(code.http_status())
-            .or_default()
-            .push(code.as_str());
+        by_status.entry(code.http_status()).or_default().push(code.as_str());
     }
     by_status.entry(413).or_default().push("invalid_request");
     by_status.entry(503).or_default().push("internal_error");
@@ -108,10 +104,7 @@ fn operation_object(op: &Operation) -> Value {
 pub fn document() -> Value {
     let mut paths = Map::new();
     for op in &CATALOG {
-        paths.insert(
-            format!("{OPERATIONS_PREFIX}{}", op.path),
-            json!({ "post": operation_object(op) }),
-        );
+        paths.insert(format!("{OPERATIONS_PREFIX}{}", op.path), json!({ "post": operation_object(op) }));
     }
     json!({
         "openapi": "3.1.0",

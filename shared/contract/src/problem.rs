@@ -48,12 +48,8 @@ impl ProblemCode {
     ];
 
     /// The problems every operation can return (spec "Problems per operation").
-    pub const COMMON: [ProblemCode; 4] = [
-        Self::AuthenticationRequired,
-        Self::ReauthenticationRequired,
-        Self::InvalidRequest,
-        Self::InternalError,
-    ];
+    pub const COMMON: [ProblemCode; 4] =
+        [Self::AuthenticationRequired, Self::ReauthenticationRequired, Self::InvalidRequest, Self::InternalError];
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -81,10 +77,7 @@ impl ProblemCode {
         match self {
             Self::InvalidRequest | Self::WorkspaceSelectionRequired => 400,
             Self::AuthenticationRequired | Self::ReauthenticationRequired => 401,
-            Self::SetupRequired
-            | Self::PermissionDenied
-            | Self::EntitlementRequired
-            | Self::LimitExceeded => 403,
+            Self::SetupRequired | Self::PermissionDenied | Self::EntitlementRequired | Self::LimitExceeded => 403,
             Self::ResourceNotFound => 404,
             Self::WorkspaceArchived | Self::IdempotencyConflict => 409,
             Self::ProcessingFailed => 422,
@@ -99,9 +92,7 @@ impl ProblemCode {
         match self {
             Self::InternalError => 1,
             Self::InvalidRequest => 2,
-            Self::AuthenticationRequired | Self::ReauthenticationRequired | Self::SetupRequired => {
-                3
-            }
+            Self::AuthenticationRequired | Self::ReauthenticationRequired | Self::SetupRequired => 3,
             _ => 4,
         }
     }
@@ -138,31 +129,20 @@ pub struct Problem {
 
 impl Problem {
     pub fn new(code: ProblemCode, message: impl Into<Cow<'static, str>>) -> Self {
-        Self {
-            code,
-            message: message.into(),
-            details: None,
-            unavailable: false,
-            too_large: false,
-        }
+        Self { code, message: message.into(), details: None, unavailable: false, too_large: false }
     }
 
     /// Adds one entry to `details`.
     pub fn with_detail(mut self, key: &str, value: impl Into<Value>) -> Self {
-        self.details
-            .get_or_insert_with(Map::new)
-            .insert(key.to_owned(), value.into());
+        self.details.get_or_insert_with(Map::new).insert(key.to_owned(), value.into());
         self
     }
 
     /// `invalid_request` for input that breaks the operation's schema.
     pub fn schema_violation(issues: Vec<Issue>) -> Self {
         let issues = serde_json::to_value(issues).unwrap_or(Value::Null);
-        Self::new(
-            ProblemCode::InvalidRequest,
-            "The input does not satisfy the operation's schema.",
-        )
-        .with_detail("issues", issues)
+        Self::new(ProblemCode::InvalidRequest, "The input does not satisfy the operation's schema.")
+            .with_detail("issues", issues)
     }
 
     /// `invalid_request` for a reason other than the schema (`details.reason`).
@@ -171,10 +151,7 @@ impl Problem {
     }
 
     pub fn not_found(what: &str) -> Self {
-        Self::new(
-            ProblemCode::ResourceNotFound,
-            format!("The {what} was not found."),
-        )
+        Self::new(ProblemCode::ResourceNotFound, format!("The {what} was not found."))
     }
 
     pub fn permission_denied(message: impl Into<Cow<'static, str>>) -> Self {
@@ -194,10 +171,7 @@ impl Problem {
     pub fn unavailable() -> Self {
         Self {
             unavailable: true,
-            ..Self::new(
-                ProblemCode::InternalError,
-                "The service is temporarily unavailable; retry shortly.",
-            )
+            ..Self::new(ProblemCode::InternalError, "The service is temporarily unavailable; retry shortly.")
         }
     }
 
@@ -205,11 +179,8 @@ impl Problem {
     pub fn body_too_large(limit: usize) -> Self {
         Self {
             too_large: true,
-            ..Self::invalid(
-                "body_too_large",
-                format!("The request body is larger than {limit} bytes."),
-            )
-            .with_detail("limit", limit)
+            ..Self::invalid("body_too_large", format!("The request body is larger than {limit} bytes."))
+                .with_detail("limit", limit)
         }
     }
 
@@ -250,10 +221,7 @@ mod tests {
     /// Pins contract §1's status table.
     #[test]
     fn status_per_code() {
-        let table: Vec<(&str, u16)> = ProblemCode::ALL
-            .iter()
-            .map(|c| (c.as_str(), c.http_status()))
-            .collect();
+        let table: Vec<(&str, u16)> = ProblemCode::ALL.iter().map(|c| (c.as_str(), c.http_status())).collect();
         assert_eq!(
             table,
             [
@@ -282,10 +250,7 @@ mod tests {
     #[test]
     fn serde_names_match_as_str() {
         for code in ProblemCode::ALL {
-            assert_eq!(
-                serde_json::to_value(code).unwrap(),
-                Value::from(code.as_str())
-            );
+            assert_eq!(serde_json::to_value(code).unwrap(), Value::from(code.as_str()));
         }
     }
 

@@ -85,10 +85,7 @@ pub fn not_null(schema: &mut Schema) {
     }
     let any_of = schema.get("anyOf").and_then(Value::as_array).cloned();
     if let Some(branches) = any_of {
-        let mut rest: Vec<Value> = branches
-            .into_iter()
-            .filter(|b| b.get("type") != Some(&json!("null")))
-            .collect();
+        let mut rest: Vec<Value> = branches.into_iter().filter(|b| b.get("type") != Some(&json!("null"))).collect();
         if rest.len() == 1 {
             schema.remove("anyOf");
             if let Value::Object(inner) = rest.remove(0) {

@@ -6,9 +6,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// A least-privilege permission carried by a Workspace API key.
-#[derive(
-    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema,
-)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema)]
 pub enum Scope {
     #[serde(rename = "workspace:read")]
     WorkspaceRead,
@@ -92,9 +90,7 @@ impl Preset {
     }
 
     pub fn parse(s: &str) -> Option<Preset> {
-        [Self::ReadOnly, Self::Operator]
-            .into_iter()
-            .find(|p| p.as_str() == s)
+        [Self::ReadOnly, Self::Operator].into_iter().find(|p| p.as_str() == s)
     }
 
     /// The scopes this preset expands to, in the spec's order.
@@ -107,9 +103,7 @@ impl Preset {
 }
 
 /// A member's role in a Workspace: `owner` > `admin` > `member`.
-#[derive(
-    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
-)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Role {
     Member,
@@ -127,9 +121,7 @@ impl Role {
     }
 
     pub fn parse(s: &str) -> Option<Role> {
-        [Self::Member, Self::Admin, Self::Owner]
-            .into_iter()
-            .find(|r| r.as_str() == s)
+        [Self::Member, Self::Admin, Self::Owner].into_iter().find(|r| r.as_str() == s)
     }
 }
 
@@ -142,13 +134,7 @@ mod tests {
         let names = |p: Preset| p.scopes().iter().map(|s| s.as_str()).collect::<Vec<_>>();
         assert_eq!(
             names(Preset::ReadOnly),
-            [
-                "workspace:read",
-                "agent:read",
-                "knowledge_source:read",
-                "public_chat:read",
-                "widget:read"
-            ]
+            ["workspace:read", "agent:read", "knowledge_source:read", "public_chat:read", "widget:read"]
         );
         assert_eq!(names(Preset::Operator).len(), 9);
     }

@@ -42,15 +42,8 @@ fn checked_in() -> BTreeMap<String, String> {
         for entry in entries.flatten() {
             let path = entry.path();
             if path.extension().is_some_and(|e| e == "json") {
-                let name = path
-                    .file_name()
-                    .and_then(|n| n.to_str())
-                    .unwrap_or_default();
-                let key = if sub.is_empty() {
-                    name.to_owned()
-                } else {
-                    format!("{sub}/{name}")
-                };
+                let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+                let key = if sub.is_empty() { name.to_owned() } else { format!("{sub}/{name}") };
                 files.insert(key, std::fs::read_to_string(&path).unwrap_or_default());
             }
         }
@@ -71,15 +64,9 @@ fn schemas_folder_matches_the_code() {
         return;
     }
     let checked_in = checked_in();
-    let stale: Vec<&String> = checked_in
-        .keys()
-        .filter(|k| !generated.contains_key(*k))
-        .collect();
-    let drifted: Vec<&String> = generated
-        .iter()
-        .filter(|(k, v)| checked_in.get(*k) != Some(v))
-        .map(|(k, _)| k)
-        .collect();
+    let stale: Vec<&String> = checked_in.keys().filter(|k| !generated.contains_key(*k)).collect();
+    let drifted: Vec<&String> =
+        generated.iter().filter(|(k, v)| checked_in.get(*k) != Some(v)).map(|(k, _)| k).collect();
     assert!(
         stale.is_empty() && drifted.is_empty(),
         "schemas/ drifted from the code (changed or missing: {drifted:?}; stale: {stale:?}).\n\

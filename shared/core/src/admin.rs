@@ -51,17 +51,9 @@ async fn workspace(pool: &PgPool, name: &str) -> Result<WorkspaceRow> {
     found.ok_or_else(|| AdminError::Invalid(format!("no Workspace with id or slug `{name}`")))
 }
 
-pub async fn user_setup(
-    pool: &PgPool,
-    issuer: &str,
-    subject: &str,
-    email: &str,
-    name: Option<&str>,
-) -> Result<Value> {
+pub async fn user_setup(pool: &PgPool, issuer: &str, subject: &str, email: &str, name: Option<&str>) -> Result<Value> {
     if !email.contains('@') {
-        return Err(AdminError::Invalid(format!(
-            "`{email}` is not an e-mail address"
-        )));
+        return Err(AdminError::Invalid(format!("`{email}` is not an e-mail address")));
     }
     let mut conn = pool.acquire().await?;
     let user = store::users::complete_setup(&mut conn, issuer, subject, email, name).await?;
@@ -76,43 +68,28 @@ pub async fn user_revoke_sessions(pool: &PgPool, issuer: &str, subject: &str) ->
     Ok(json!({ "user": user_json(&user) }))
 }
 
-pub async fn member_add(
-    pool: &PgPool,
-    workspace_name: &str,
-    issuer: &str,
-    subject: &str,
-    role: &str,
-) -> Result<Value> {
-    let role = Role::parse(role).ok_or_else(|| {
-        AdminError::Invalid(format!("role must be owner, admin or member, not `{role}`"))
-    })?;
+pub async fn member_add(pool: &PgPool, workspace_name: &str, issuer: &str, subject: &str, role: &str) -> Result<Value> {
+    let role = Role::parse(role)
+        .ok_or_else(|| AdminError::Invalid(format!("role must be owner, admin or member, not `{role}`")))?;
     let ws = workspace(pool, workspace_name).await?;
     let mut conn = pool.acquire().await?;
     let user = store::users::find_by_identity(&mut conn, issuer, subject)
         .await?
-        .ok_or_else(|| {
-            AdminError::Invalid(format!("no User {issuer} {subject}; run user-setup first"))
-        })?;
+        .ok_or_else(|| AdminError::Invalid(format!("no User {issuer} {subject}; run user-setup first")))?;
     store::workspaces::set_member(&mut conn, ws.id, user.id, role.as_str()).await?;
-    Ok(
-        json!({ "workspaceId": ws.id.to_string(), "userId": user.id.to_string(), "role": role.as_str() }),
-    )
+    Ok(json!({ "workspaceId": ws.id.to_string(), "userId": user.id.to_string(), "role": role.as_str() }))
 }
 
 /// Parses `KEY=N` limit overrides.
 pub fn parse_limits(pairs: &[String]) -> Result<serde_json::Map<String, Value>> {
     let mut limits = serde_json::Map::new();
     for pair in pairs {
-        let (key, value) = pair
-            .split_once('=')
-            .ok_or_else(|| AdminError::Invalid(format!("`{pair}` is not KEY=N")))?;
+        let (key, value) = pair.split_once('=').ok_or_else(|| AdminError::Invalid(format!("`{pair}` is not KEY=N")))?;
         let key = LimitKey::parse(key).ok_or_else(|| {
             let keys: Vec<&str> = LimitKey::ALL.iter().map(|k| k.as_str()).collect();
             AdminError::Invalid(format!("unknown limit `{key}`; one of {}", keys.join(", ")))
         })?;
-        let value: u64 = value
-            .parse()
-            .map_err(|_| AdminError::Invalid(format!("`{value}` is not a whole number")))?;
+        let value: u64 = value.parse().map_err(|_| AdminError::Invalid(format!("`{value}` is not a whole number")))?;
         limits.insert(key.as_str().to_owned(), value.into());
     }
     Ok(limits)
@@ -120,17 +97,9 @@ pub fn parse_limits(pairs: &[String]) -> Result<serde_json::Map<String, Value>> 
 
 /// Sets a Workspace's plan: `trial` starts a fresh 14-day trial, `starter` and
 /// `pro` a 30-day period, `expired` ends access. Overrides replace plan limits.
-pub async fn plan_set(
-    pool: &PgPool,
-    workspace_name: &str,
-    plan: &str,
-    limits: &[String],
-) -> Result<Value> {
-    let plan = Plan::parse(plan).ok_or_else(|| {
-        AdminError::Invalid(format!(
-            "plan must be trial, starter, pro or expired, not `{plan}`"
-        ))
-    })?;
+pub async fn plan_set(pool: &PgPool, workspace_name: &str, plan: &str, limits: &[String]) -> Result<Value> {
+    let plan = Plan::parse(plan)
+        .ok_or_else(|| AdminError::Invalid(format!("plan must be trial, starter, pro or expired, not `{plan}`")))?;
     let overrides = parse_limits(limits)?;
     let ws = workspace(pool, workspace_name).await?;
     let now = OffsetDateTime::now_utc();
@@ -140,15 +109,8 @@ pub async fn plan_set(
         Plan::Expired => (None, None),
     };
     let mut conn = pool.acquire().await?;
-    store::entitlements::set_plan(
-        &mut conn,
-        ws.id,
-        plan.as_str(),
-        trial_end,
-        period_end,
-        &Value::Object(overrides),
-    )
-    .await?;
+    store::entitlements::set_plan(&mut conn, ws.id, plan.as_str(), trial_end, period_end, &Value::Object(overrides))
+        .await?;
     let entitlement = store::entitlements::get(&mut conn, ws.id).await?;
     Ok(json!({
         "workspaceId": ws.id.to_string(),

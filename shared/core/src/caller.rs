@@ -67,11 +67,7 @@ impl WorkspaceContext {
             id: row.id,
             name: row.name,
             slug: row.slug,
-            status: if row.status == "active" {
-                WorkspaceStatus::Active
-            } else {
-                WorkspaceStatus::Archived
-            },
+            status: if row.status == "active" { WorkspaceStatus::Active } else { WorkspaceStatus::Archived },
             role: row.role.as_deref().and_then(Role::parse),
             entitlement,
         }
@@ -132,11 +128,8 @@ impl Selection {
 }
 
 fn unknown_workspace() -> Problem {
-    Problem::new(
-        ProblemCode::WorkspaceSelectionRequired,
-        "No Workspace of yours has that id or slug.",
-    )
-    .with_detail("reason", "unknown_workspace")
+    Problem::new(ProblemCode::WorkspaceSelectionRequired, "No Workspace of yours has that id or slug.")
+        .with_detail("reason", "unknown_workspace")
 }
 
 fn foreign_workspace() -> Problem {

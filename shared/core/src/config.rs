@@ -34,9 +34,6 @@ impl CoreConfig {
         while public_base_url.ends_with('/') {
             public_base_url.pop();
         }
-        Self {
-            public_base_url,
-            oidc,
-        }
+        Self { public_base_url, oidc }
     }
 }

@@ -23,12 +23,7 @@ pub fn decode(list: &str, cursor: &str) -> Result<Uuid, Problem> {
 }
 
 /// Splits one extra fetched row off a page: returns the page and its next cursor.
-pub fn page<T>(
-    mut rows: Vec<T>,
-    page_size: u32,
-    list: &str,
-    id: impl Fn(&T) -> Uuid,
-) -> (Vec<T>, Option<String>) {
+pub fn page<T>(mut rows: Vec<T>, page_size: u32, list: &str, id: impl Fn(&T) -> Uuid) -> (Vec<T>, Option<String>) {
     let size = page_size as usize;
     if rows.len() > size {
         rows.truncate(size);
@@ -50,10 +45,7 @@ mod tests {
         assert_eq!(decode("agents", &cursor), Ok(id));
         assert!(decode("workspaces", &cursor).is_err());
         for bad in ["", "!!", "YWdlbnRz", &URL_SAFE_NO_PAD.encode("agents:nope")] {
-            assert_eq!(
-                decode("agents", bad).unwrap_err().code,
-                svc_contract::ProblemCode::InvalidRequest
-            );
+            assert_eq!(decode("agents", bad).unwrap_err().code, svc_contract::ProblemCode::InvalidRequest);
         }
     }
 

@@ -26,9 +26,7 @@ pub enum Plan {
 
 impl Plan {
     pub fn parse(s: &str) -> Option<Plan> {
-        [Self::Trial, Self::Starter, Self::Pro, Self::Expired]
-            .into_iter()
-            .find(|p| p.as_str() == s)
+        [Self::Trial, Self::Starter, Self::Pro, Self::Expired].into_iter().find(|p| p.as_str() == s)
     }
 
     pub fn as_str(self) -> &'static str {
@@ -83,13 +81,8 @@ pub enum LimitKey {
 }
 
 impl LimitKey {
-    pub const ALL: [LimitKey; 5] = [
-        Self::Agents,
-        Self::ApiKeys,
-        Self::KnowledgeSources,
-        Self::KnowledgeBytes,
-        Self::Conversations,
-    ];
+    pub const ALL: [LimitKey; 5] =
+        [Self::Agents, Self::ApiKeys, Self::KnowledgeSources, Self::KnowledgeBytes, Self::Conversations];
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -113,14 +106,7 @@ impl fmt::Display for LimitKey {
 }
 
 /// Features every plan but `expired` carries.
-pub const FEATURES: [&str; 6] = [
-    "agents",
-    "knowledge",
-    "public_chat",
-    "widget",
-    "api_keys",
-    "mcp",
-];
+pub const FEATURES: [&str; 6] = ["agents", "knowledge", "public_chat", "widget", "api_keys", "mcp"];
 
 /// A Workspace's stored Entitlement.
 #[derive(Clone, Debug, PartialEq)]
@@ -179,17 +165,11 @@ impl Entitlement {
     }
 
     pub fn limit(&self, key: LimitKey) -> u64 {
-        self.limit_overrides
-            .get(key.as_str())
-            .copied()
-            .unwrap_or_else(|| self.plan.default_limit(key))
+        self.limit_overrides.get(key.as_str()).copied().unwrap_or_else(|| self.plan.default_limit(key))
     }
 
     pub fn limits(&self) -> BTreeMap<String, u64> {
-        LimitKey::ALL
-            .iter()
-            .map(|k| (k.as_str().to_owned(), self.limit(*k)))
-            .collect()
+        LimitKey::ALL.iter().map(|k| (k.as_str().to_owned(), self.limit(*k))).collect()
     }
 
     pub fn channels(&self) -> EntitlementChannels {
@@ -197,10 +177,7 @@ impl Entitlement {
             Plan::Expired => Vec::new(),
             _ => vec!["public_chat".to_owned(), "widget".to_owned()],
         };
-        EntitlementChannels {
-            allowed,
-            max_active: None,
-        }
+        EntitlementChannels { allowed, max_active: None }
     }
 
     /// `limit_exceeded` when adding `requested` to `current` would pass the limit.
@@ -236,10 +213,7 @@ mod tests {
     #[test]
     fn trial_is_active_until_its_end() {
         let running = trial(NOW + Duration::seconds(1));
-        assert_eq!(
-            (running.status(NOW), running.is_active(NOW)),
-            ("trialing", true)
-        );
+        assert_eq!((running.status(NOW), running.is_active(NOW)), ("trialing", true));
         let over = trial(NOW);
         assert_eq!((over.status(NOW), over.is_active(NOW)), ("expired", false));
     }
@@ -247,15 +221,9 @@ mod tests {
     #[test]
     fn paid_and_expired_plans() {
         let starter = Entitlement::from_row("starter", None, Some(NOW), false, &json!({}));
-        assert_eq!(
-            (starter.status(NOW), starter.is_active(NOW)),
-            ("active", true)
-        );
+        assert_eq!((starter.status(NOW), starter.is_active(NOW)), ("active", true));
         let expired = Entitlement::from_row("expired", None, None, false, &json!({}));
-        assert_eq!(
-            (expired.status(NOW), expired.is_active(NOW)),
-            ("expired", false)
-        );
+        assert_eq!((expired.status(NOW), expired.is_active(NOW)), ("expired", false));
         assert!(expired.features().is_empty());
         let unknown = Entitlement::from_row("platinum", None, None, false, &json!({}));
         assert!(!unknown.is_active(NOW), "unknown plans fail closed");

@@ -41,10 +41,7 @@ impl Error {
 fn database_problem(error: sqlx::Error) -> Problem {
     match error {
         sqlx::Error::RowNotFound => Problem::not_found("resource"),
-        sqlx::Error::PoolTimedOut
-        | sqlx::Error::PoolClosed
-        | sqlx::Error::Io(_)
-        | sqlx::Error::WorkerCrashed => {
+        sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed | sqlx::Error::Io(_) | sqlx::Error::WorkerCrashed => {
             tracing::warn!(error = %error, "database unavailable");
             Problem::unavailable()
         }
@@ -63,9 +60,7 @@ pub trait OnConstraint<T> {
 impl<T> OnConstraint<T> for std::result::Result<T, sqlx::Error> {
     fn on_constraint(self, name: &str, problem: impl FnOnce() -> Problem) -> Result<T> {
         match self {
-            Err(sqlx::Error::Database(db)) if db.constraint() == Some(name) => {
-                Err(problem().into())
-            }
+            Err(sqlx::Error::Database(db)) if db.constraint() == Some(name) => Err(problem().into()),
             other => Ok(other?),
         }
     }

@@ -50,36 +50,20 @@ impl IdempotencyKey {
     ) -> Self {
         let subject = json!({ "workspace": workspace.map(|w| w.to_string()), "input": input });
         let fingerprint = Sha256::digest(canonical_json(&subject).as_bytes()).into();
-        Self {
-            principal,
-            key,
-            operation,
-            fingerprint,
-        }
+        Self { principal, key, operation, fingerprint }
     }
 
-    /// A 64-bit advisory lock id for (principal, key).
     fn lock_id(&self) -> i64 {
-        let digest = Sha256::new()
-            .chain_update(self.principal.as_bytes())
-            .chain_update(self.key.as_bytes())
-            .finalize();
-        let mut first = [0u8; 8];
-        first.copy_from_slice(&digest[..8]);
-        i64::from_be_bytes(first)
+        lock_id(self.principal, &self.key)
     }
 
     pub async fn claim(&self, conn: &mut PgConnection) -> Result<Claim> {
         if !store::idempotency::try_lock(conn, self.lock_id()).await? {
-            return Err(conflict(
-                "A request with this idempotency key is still running; retry shortly.",
-            )
-            .with_detail("reason", "in_progress")
-            .into());
+            return Err(conflict("A request with this idempotency key is still running; retry shortly.")
+                .with_detail("reason", "in_progress")
+                .into());
         }
-        let Some(record) =
-            store::idempotency::find(conn, self.principal, &self.key, RETENTION_SECS).await?
-        else {
+        let Some(record) = store::idempotency::find(conn, self.principal, &self.key, RETENTION_SECS).await? else {
             return Ok(Claim::Fresh);
         };
         if !record.live {
@@ -88,27 +72,26 @@ impl IdempotencyKey {
         if record.operation == self.operation && record.fingerprint == self.fingerprint {
             Ok(Claim::Replay(record.response))
         } else {
-            Err(
-                conflict("This idempotency key was used for another operation or input.")
-                    .with_detail("reason", "key_reused")
-                    .into(),
-            )
+            Err(conflict("This idempotency key was used for another operation or input.")
+                .with_detail("reason", "key_reused")
+                .into())
         }
     }
 
     /// Stores `response` for replays, in the caller's transaction.
     pub async fn record(&self, conn: &mut PgConnection, response: &Value) -> Result<()> {
-        store::idempotency::upsert(
-            conn,
-            self.principal,
-            &self.key,
-            self.operation,
-            &self.fingerprint,
-            response,
-        )
-        .await?;
+        store::idempotency::upsert(conn, self.principal, &self.key, self.operation, &self.fingerprint, response)
+            .await?;
         Ok(())
     }
+}
+
+/// The 64-bit advisory lock id of (principal, key).
+pub fn lock_id(principal: Uuid, key: &str) -> i64 {
+    let digest = Sha256::new().chain_update(principal.as_bytes()).chain_update(key.as_bytes()).finalize();
+    let mut first = [0u8; 8];
+    first.copy_from_slice(&digest[..8]);
+    i64::from_be_bytes(first)
 }
 
 fn conflict(message: &'static str) -> Problem {

@@ -46,12 +46,7 @@ pub struct Service {
 impl Service {
     pub fn new(pool: PgPool, config: CoreConfig) -> Result<Self, String> {
         let jwt = config.oidc.as_ref().map(JwtVerifier::new).transpose()?;
-        Ok(Self {
-            pool,
-            config,
-            jwt,
-            validators: Validators::new()?,
-        })
+        Ok(Self { pool, config, jwt, validators: Validators::new()? })
     }
 
     pub fn pool(&self) -> &PgPool {
@@ -65,11 +60,7 @@ impl Service {
     /// Checks the bearer credential of a request and resolves its Workspace
     /// selection (`Svc-Workspace`), which [`Service::call`] requires only for
     /// operations that need a Workspace.
-    pub async fn authenticate(
-        &self,
-        authorization: Option<&str>,
-        workspace: Option<&str>,
-    ) -> Result<Caller, Problem> {
+    pub async fn authenticate(&self, authorization: Option<&str>, workspace: Option<&str>) -> Result<Caller, Problem> {
         let selector = Selector::parse(workspace);
         match auth::parse_bearer(authorization)? {
             Credential::Jwt(token) => self.authenticate_user(token, &selector).await,
@@ -78,36 +69,21 @@ impl Service {
         .map_err(Error::into_problem)
     }
 
-    async fn authenticate_user(
-        &self,
-        token: &str,
-        selector: &Selector,
-    ) -> crate::error::Result<Caller> {
+    async fn authenticate_user(&self, token: &str, selector: &Selector) -> crate::error::Result<Caller> {
         let verifier = self.jwt.as_ref().ok_or_else(|| {
-            Problem::new(
-                ProblemCode::AuthenticationRequired,
-                "User sessions are not configured on this server.",
-            )
-            .with_detail("reason", "sessions_disabled")
+            Problem::new(ProblemCode::AuthenticationRequired, "User sessions are not configured on this server.")
+                .with_detail("reason", "sessions_disabled")
         })?;
         let token = verifier.verify(token).await?;
         let mut conn = self.pool.acquire().await?;
-        let found = crate::store::callers::user_with_workspaces(
-            &mut conn,
-            &token.issuer,
-            &token.subject,
-            selector,
-        )
-        .await?;
+        let found =
+            crate::store::callers::user_with_workspaces(&mut conn, &token.issuer, &token.subject, selector).await?;
         let Some((user, mut workspaces)) = found else {
             return Err(setup_required().into());
         };
         if let Some(revoked) = user.sessions_revoked_at {
             // Tokens issued at or before the second of revocation are void.
-            if token
-                .issued_at
-                .is_none_or(|iat| iat <= revoked.unix_timestamp())
-            {
+            if token.issued_at.is_none_or(|iat| iat <= revoked.unix_timestamp()) {
                 return Err(Problem::new(
                     ProblemCode::ReauthenticationRequired,
                     "The session was revoked; sign in again.",
@@ -120,37 +96,19 @@ impl Service {
             return Err(setup_required().into());
         }
         let selection = match (selector.is_given(), workspaces.len()) {
-            (_, 1) => {
-                Selection::Selected(Box::new(WorkspaceContext::from_row(workspaces.remove(0))))
-            }
+            (_, 1) => Selection::Selected(Box::new(WorkspaceContext::from_row(workspaces.remove(0)))),
             (true, _) => Selection::Unknown,
             (false, _) => Selection::Ambiguous,
         };
-        let expires_at = OffsetDateTime::from_unix_timestamp(token.expires_at)
-            .unwrap_or(OffsetDateTime::UNIX_EPOCH);
-        let principal = Principal::User(User {
-            id: user.id,
-            email: user.email,
-            name: user.name,
-            expires_at,
-        });
-        Ok(Caller {
-            principal,
-            selection,
-        })
+        let expires_at = OffsetDateTime::from_unix_timestamp(token.expires_at).unwrap_or(OffsetDateTime::UNIX_EPOCH);
+        let principal = Principal::User(User { id: user.id, email: user.email, name: user.name, expires_at });
+        Ok(Caller { principal, selection })
     }
 
-    async fn authenticate_key(
-        &self,
-        _secret: &str,
-        _selector: &Selector,
-    ) -> crate::error::Result<Caller> {
-        Err(Problem::new(
-            ProblemCode::AuthenticationRequired,
-            "The API key is not valid.",
-        )
-        .with_detail("reason", "unknown_api_key")
-        .into())
+    async fn authenticate_key(&self, _secret: &str, _selector: &Selector) -> crate::error::Result<Caller> {
+        Err(Problem::new(ProblemCode::AuthenticationRequired, "The API key is not valid.")
+            .with_detail("reason", "unknown_api_key")
+            .into())
     }
 
     /// Runs one operation for an authenticated caller. `input` is the request's
@@ -173,10 +131,7 @@ impl Service {
         let now = OffsetDateTime::now_utc();
         if let Some(ws) = workspace {
             if op.lists(ProblemCode::WorkspaceArchived) && ws.is_archived() {
-                return Err(Problem::new(
-                    ProblemCode::WorkspaceArchived,
-                    "The Workspace is archived.",
-                ));
+                return Err(Problem::new(ProblemCode::WorkspaceArchived, "The Workspace is archived."));
             }
             if op.lists(ProblemCode::EntitlementRequired) && !ws.entitlement.is_active(now) {
                 return Err(Problem::new(
@@ -186,24 +141,13 @@ impl Service {
                 .with_detail("status", ws.entitlement.status(now)));
             }
         }
-        let ctx = ops::Ctx {
-            service: self,
-            caller,
-            workspace,
-            client,
-            now,
-        };
-        ops::dispatch(&ctx, op, input, idempotency_key)
-            .await
-            .map_err(Error::into_problem)
+        let ctx = ops::Ctx { service: self, caller, workspace, client, now };
+        ops::dispatch(&ctx, op, input, idempotency_key).await.map_err(Error::into_problem)
     }
 }
 
 fn setup_required() -> Problem {
-    Problem::new(
-        ProblemCode::SetupRequired,
-        "Finish signing up in the web application before using this client.",
-    )
+    Problem::new(ProblemCode::SetupRequired, "Finish signing up in the web application before using this client.")
 }
 
 /// `idempotencyKey` belongs to the call, not to the operation's input.
@@ -211,21 +155,14 @@ fn take_idempotency_key(op: &Operation, input: &mut Value) -> Option<String> {
     if !op.mutating {
         return None;
     }
-    match input
-        .as_object_mut()
-        .and_then(|object: &mut Map<String, Value>| object.remove("idempotencyKey"))
-    {
+    match input.as_object_mut().and_then(|object: &mut Map<String, Value>| object.remove("idempotencyKey")) {
         Some(Value::String(key)) => Some(key),
         _ => None,
     }
 }
 
 /// Role for Users, scope for API keys, from the catalog entry (contract §5).
-fn authorize(
-    op: &Operation,
-    principal: &Principal,
-    workspace: Option<&WorkspaceContext>,
-) -> Result<(), Problem> {
+fn authorize(op: &Operation, principal: &Principal, workspace: Option<&WorkspaceContext>) -> Result<(), Problem> {
     match principal {
         Principal::ApiKey(key) => {
             if !op.allows(AuthKind::WorkspaceApiKey) {
@@ -237,11 +174,9 @@ fn authorize(
             if let Some(scope) = op.scope
                 && !key.scopes.contains(&scope)
             {
-                return Err(Problem::permission_denied(format!(
-                    "The API key lacks the `{scope}` scope."
-                ))
-                .with_detail("reason", "missing_scope")
-                .with_detail("requiredScope", scope.as_str()));
+                return Err(Problem::permission_denied(format!("The API key lacks the `{scope}` scope."))
+                    .with_detail("reason", "missing_scope")
+                    .with_detail("requiredScope", scope.as_str()));
             }
         }
         Principal::User(_) => {

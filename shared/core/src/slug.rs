@@ -23,11 +23,7 @@ pub fn derive(name: &str, fallback: &str) -> String {
         .join("-");
     slug.truncate(MAX_DERIVED_LEN);
     let slug = slug.trim_end_matches('-');
-    if slug.is_empty() {
-        fallback.to_owned()
-    } else {
-        slug.to_owned()
-    }
+    if slug.is_empty() { fallback.to_owned() } else { slug.to_owned() }
 }
 
 /// `base`, or `base-2`, `base-3`, ... for the `n`th candidate (n starts at 1).
@@ -45,12 +41,9 @@ pub fn candidate(base: &str, n: u32) -> String {
 pub fn is_valid(slug: &str) -> bool {
     debug_assert_eq!(SLUG_PATTERN, r"^[a-z0-9]+(?:-[a-z0-9]+)*$");
     !slug.is_empty()
-        && slug.split('-').all(|part| {
-            !part.is_empty()
-                && part
-                    .bytes()
-                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
-        })
+        && slug
+            .split('-')
+            .all(|part| !part.is_empty() && part.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit()))
 }
 
 /// ASCII folding of common accented Latin letters; `None` for anything else.
@@ -64,9 +57,7 @@ fn fold(c: char) -> Option<&'static str> {
         'è' | 'é' | 'ê' | 'ë' | 'ē' | 'ė' | 'ę' | 'ě' => "e",
         'È' | 'É' | 'Ê' | 'Ë' | 'Ē' | 'Ė' | 'Ę' | 'Ě' => "e",
         'ğ' | 'Ğ' => "g",
-        'ì' | 'í' | 'î' | 'ï' | 'ī' | 'į' | 'ı' | 'Ì' | 'Í' | 'Î' | 'Ï' | 'Ī' | 'Į' | 'İ' => {
-            "i"
-        }
+        'ì' | 'í' | 'î' | 'ï' | 'ī' | 'į' | 'ı' | 'Ì' | 'Í' | 'Î' | 'Ï' | 'Ī' | 'Į' | 'İ' => "i",
         'ł' | 'ľ' | 'Ł' | 'Ľ' => "l",
         'ñ' | 'ń' | 'ň' | 'Ñ' | 'Ń' | 'Ň' => "n",
         'ò' | 'ó' | 'ô' | 'õ' | 'ö' | 'ø' | 'ō' | 'ő' => "o",
@@ -92,10 +83,7 @@ mod tests {
     #[test]
     fn derivation_examples() {
         assert_eq!(derive("Acme Support", "workspace"), "acme-support");
-        assert_eq!(
-            derive("  Crème Brûlée!! Team ", "workspace"),
-            "creme-brulee-team"
-        );
+        assert_eq!(derive("  Crème Brûlée!! Team ", "workspace"), "creme-brulee-team");
         assert_eq!(derive("Straße 42", "agent"), "strasse-42");
         assert_eq!(derive("日本語", "agent"), "agent");
         assert_eq!(derive("a日b", "agent"), "a-b");
@@ -108,18 +96,9 @@ mod tests {
         let long = "word ".repeat(40);
         let slug = derive(&long, "agent");
         assert!(slug.len() <= MAX_DERIVED_LEN && is_valid(&slug), "{slug}");
-        for name in [
-            "x",
-            "Hello, World",
-            "ÅÄÖ åäö",
-            "🙂 emoji 🙂",
-            &"a".repeat(200),
-        ] {
+        for name in ["x", "Hello, World", "ÅÄÖ åäö", "🙂 emoji 🙂", &"a".repeat(200)] {
             let slug = derive(name, "agent");
-            assert!(
-                is_valid(&slug) && slug.len() <= MAX_DERIVED_LEN,
-                "{name:?} -> {slug}"
-            );
+            assert!(is_valid(&slug) && slug.len() <= MAX_DERIVED_LEN, "{name:?} -> {slug}");
             for n in [1, 2, 17, 1000] {
                 let c = candidate(&slug, n);
                 assert!(is_valid(&c) && c.len() <= MAX_DERIVED_LEN, "{c}");

@@ -11,10 +11,7 @@ pub fn millis(at: OffsetDateTime) -> Timestamp {
 
 /// A UTC date-time string ending in `Z`, to the second.
 pub fn rfc3339(at: OffsetDateTime) -> String {
-    let at = at
-        .to_offset(time::UtcOffset::UTC)
-        .replace_nanosecond(0)
-        .unwrap_or(at);
+    let at = at.to_offset(time::UtcOffset::UTC).replace_nanosecond(0).unwrap_or(at);
     at.format(&Rfc3339).unwrap_or_default()
 }
 
@@ -29,9 +26,6 @@ mod tests {
         let at = datetime!(2026-11-22 10:20:30.456 UTC);
         assert_eq!(millis(at), 1_795_342_830_456);
         assert_eq!(rfc3339(at), "2026-11-22T10:20:30Z");
-        assert_eq!(
-            rfc3339(datetime!(2026-11-22 12:00:00 +02:00)),
-            "2026-11-22T10:00:00Z"
-        );
+        assert_eq!(rfc3339(datetime!(2026-11-22 12:00:00 +02:00)), "2026-11-22T10:00:00Z");
     }
 }

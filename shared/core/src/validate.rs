@@ -35,10 +35,7 @@ impl Validators {
     /// cannot state; otherwise `invalid_request` with every issue.
     pub fn check(&self, op: &Operation, input: &Value) -> Result<(), Problem> {
         let (schema, validator) = &self.by_operation[op.op as usize];
-        let mut issues: Vec<Issue> = validator
-            .iter_errors(input)
-            .flat_map(|e| issues_of(schema, &e))
-            .collect();
+        let mut issues: Vec<Issue> = validator.iter_errors(input).flat_map(|e| issues_of(schema, &e)).collect();
         for extra in content_size_issues(op.op, input) {
             // A content already over `maxLength` needs no second sentence.
             if !issues.iter().any(|i| i.path == extra.path) {
@@ -55,29 +52,23 @@ impl Validators {
 }
 
 fn issue(path: String, message: impl Into<String>) -> Issue {
-    Issue {
-        path,
-        message: message.into(),
-    }
+    Issue { path, message: message.into() }
 }
 
 fn issues_of(schema: &Value, error: &ValidationError<'_>) -> Vec<Issue> {
     let at = error.instance_path().as_str().to_owned();
     match error.kind() {
-        ValidationErrorKind::AdditionalProperties { unexpected } => unexpected
-            .iter()
-            .map(|name| issue(format!("{at}/{}", escape(name)), "unknown property"))
-            .collect(),
+        ValidationErrorKind::AdditionalProperties { unexpected } => {
+            unexpected.iter().map(|name| issue(format!("{at}/{}", escape(name)), "unknown property")).collect()
+        }
         ValidationErrorKind::Required { property } => {
             let name = property.as_str().unwrap_or_default();
             vec![issue(format!("{at}/{}", escape(name)), "is required")]
         }
-        ValidationErrorKind::OneOfNotValid { context }
-        | ValidationErrorKind::OneOfMultipleValid { context } => {
+        ValidationErrorKind::OneOfNotValid { context } | ValidationErrorKind::OneOfMultipleValid { context } => {
             match exclusive_required(schema, error.schema_path().as_str()) {
                 Some(names) => vec![issue(at, format!("exactly one of {names} is required"))],
-                None => closest_branch(schema, context)
-                    .unwrap_or_else(|| vec![issue(at, masked(error))]),
+                None => closest_branch(schema, context).unwrap_or_else(|| vec![issue(at, masked(error))]),
             }
         }
         ValidationErrorKind::AnyOf { context } => {
@@ -97,14 +88,10 @@ fn exclusive_required(schema: &Value, schema_path: &str) -> Option<String> {
     let branches = schema.pointer(schema_path)?.as_array()?;
     let names = branches
         .iter()
-        .map(
-            |branch| match branch.as_object()?.get("required")?.as_array()?.as_slice() {
-                [Value::String(name)] if branch.as_object()?.len() == 1 => {
-                    Some(format!("`{name}`"))
-                }
-                _ => None,
-            },
-        )
+        .map(|branch| match branch.as_object()?.get("required")?.as_array()?.as_slice() {
+            [Value::String(name)] if branch.as_object()?.len() == 1 => Some(format!("`{name}`")),
+            _ => None,
+        })
         .collect::<Option<Vec<_>>>()?;
     Some(names.join(" or "))
 }
@@ -112,10 +99,7 @@ fn exclusive_required(schema: &Value, schema_path: &str) -> Option<String> {
 /// The issues of the alternative that came closest to matching: the one with the
 /// fewest violations, which is what the caller most likely meant.
 fn closest_branch(schema: &Value, context: &[Vec<ValidationError<'static>>]) -> Option<Vec<Issue>> {
-    let branch = context
-        .iter()
-        .filter(|b| !b.is_empty())
-        .min_by_key(|b| b.len())?;
+    let branch = context.iter().filter(|b| !b.is_empty()).min_by_key(|b| b.len())?;
     Some(branch.iter().flat_map(|e| issues_of(schema, e)).collect())
 }
 
@@ -129,18 +113,12 @@ fn escape(token: &str) -> String {
 fn content_size_issues(op: OperationId, input: &Value) -> Vec<Issue> {
     let too_big = |path: String, value: Option<&Value>| {
         let bytes = value.and_then(Value::as_str).map_or(0, str::len);
-        (bytes > MAX_CONTENT_BYTES).then(|| {
-            issue(
-                path,
-                format!("is {bytes} bytes; content is limited to {MAX_CONTENT_BYTES} UTF-8 bytes"),
-            )
-        })
+        (bytes > MAX_CONTENT_BYTES)
+            .then(|| issue(path, format!("is {bytes} bytes; content is limited to {MAX_CONTENT_BYTES} UTF-8 bytes")))
     };
     match op {
         OperationId::KnowledgeSourceAdd | OperationId::KnowledgeSourceReplace => {
-            too_big("/content".into(), input.get("content"))
-                .into_iter()
-                .collect()
+            too_big("/content".into(), input.get("content")).into_iter().collect()
         }
         OperationId::KnowledgeSourceReconcile => {
             let sources = input.pointer("/manifest/sources").and_then(Value::as_array);
@@ -148,12 +126,7 @@ fn content_size_issues(op: OperationId, input: &Value) -> Vec<Issue> {
                 .into_iter()
                 .flatten()
                 .enumerate()
-                .filter_map(|(i, entry)| {
-                    too_big(
-                        format!("/manifest/sources/{i}/content"),
-                        entry.get("content"),
-                    )
-                })
+                .filter_map(|(i, entry)| too_big(format!("/manifest/sources/{i}/content"), entry.get("content")))
                 .collect()
         }
         _ => Vec::new(),
@@ -191,26 +164,11 @@ mod tests {
 
     #[test]
     fn every_violation_is_reported_at_its_path() {
-        let found = paths(
-            "agent.create",
-            json!({"extra": 1, "name": "", "temperature": 3, "other": true}),
-        );
+        let found = paths("agent.create", json!({"extra": 1, "name": "", "temperature": 3, "other": true}));
         assert_eq!(found, ["/extra", "/name", "/other", "/temperature"]);
         assert_eq!(paths("agent.create", json!({})), ["/name"]);
-        assert_eq!(
-            paths(
-                "agent.create",
-                json!({"name": "a", "defaultLanguage": null})
-            ),
-            ["/defaultLanguage"]
-        );
-        assert_eq!(
-            paths(
-                "agent.configure",
-                json!({"agentId": "x", "instructions": null})
-            ),
-            Vec::<String>::new()
-        );
+        assert_eq!(paths("agent.create", json!({"name": "a", "defaultLanguage": null})), ["/defaultLanguage"]);
+        assert_eq!(paths("agent.configure", json!({"agentId": "x", "instructions": null})), Vec::<String>::new());
     }
 
     #[test]
@@ -219,43 +177,15 @@ mod tests {
         assert!(paths("agent.create", name(120)).is_empty());
         assert_eq!(paths("agent.create", name(121)), ["/name"]);
         assert!(paths("agent.create", json!({"name": "a", "temperature": 2})).is_empty());
-        assert_eq!(
-            paths("agent.create", json!({"name": "a", "temperature": 2.01})),
-            ["/temperature"]
-        );
+        assert_eq!(paths("agent.create", json!({"name": "a", "temperature": 2.01})), ["/temperature"]);
         for (size, ok) in [(0, false), (1, true), (100, true), (101, false)] {
-            assert_eq!(
-                paths("agent.list", json!({"pageSize": size})).is_empty(),
-                ok,
-                "{size}"
-            );
+            assert_eq!(paths("agent.list", json!({"pageSize": size})).is_empty(), ok, "{size}");
         }
-        assert!(
-            paths(
-                "agent.create",
-                json!({"name": "a", "idempotencyKey": "k".repeat(8)})
-            )
-            .is_empty()
-        );
+        assert!(paths("agent.create", json!({"name": "a", "idempotencyKey": "k".repeat(8)})).is_empty());
+        assert_eq!(paths("agent.create", json!({"name": "a", "idempotencyKey": "k".repeat(7)})), ["/idempotencyKey"]);
+        assert_eq!(paths("agent.create", json!({"name": "a", "idempotencyKey": "k".repeat(201)})), ["/idempotencyKey"]);
         assert_eq!(
-            paths(
-                "agent.create",
-                json!({"name": "a", "idempotencyKey": "k".repeat(7)})
-            ),
-            ["/idempotencyKey"]
-        );
-        assert_eq!(
-            paths(
-                "agent.create",
-                json!({"name": "a", "idempotencyKey": "k".repeat(201)})
-            ),
-            ["/idempotencyKey"]
-        );
-        assert_eq!(
-            paths(
-                "agent.inspect",
-                json!({"agentId": "a", "idempotencyKey": "k".repeat(10)})
-            ),
+            paths("agent.inspect", json!({"agentId": "a", "idempotencyKey": "k".repeat(10)})),
             ["/idempotencyKey"]
         );
     }
@@ -263,41 +193,25 @@ mod tests {
     #[test]
     fn messages_do_not_echo_values() {
         let secret = "do-not-echo-me-please";
-        for (_, message) in issues(
-            "agent.create",
-            json!({"name": 5, "slug": secret, "instructions": secret.repeat(2000)}),
-        ) {
+        for (_, message) in
+            issues("agent.create", json!({"name": 5, "slug": secret, "instructions": secret.repeat(2000)}))
+        {
             assert!(!message.contains(secret), "{message}");
         }
     }
 
     #[test]
     fn preset_or_scopes() {
-        let both = issues(
-            "api_key.create",
-            json!({"name": "k", "preset": "operator", "scopes": ["agent:read"]}),
-        );
+        let both = issues("api_key.create", json!({"name": "k", "preset": "operator", "scopes": ["agent:read"]}));
         let neither = issues("api_key.create", json!({"name": "k"}));
         for found in [both, neither] {
             assert_eq!(found.len(), 1, "{found:?}");
             assert_eq!(found[0].0, "");
-            assert!(
-                found[0].1.contains("`preset`") && found[0].1.contains("`scopes`"),
-                "{found:?}"
-            );
+            assert!(found[0].1.contains("`preset`") && found[0].1.contains("`scopes`"), "{found:?}");
         }
         assert!(issues("api_key.create", json!({"name": "k", "preset": "operator"})).is_empty());
-        assert_eq!(
-            paths("api_key.create", json!({"name": "k", "scopes": []})),
-            ["/scopes"]
-        );
-        assert_eq!(
-            paths(
-                "api_key.create",
-                json!({"name": "k", "scopes": ["agent:admin"]})
-            ),
-            ["/scopes/0"]
-        );
+        assert_eq!(paths("api_key.create", json!({"name": "k", "scopes": []})), ["/scopes"]);
+        assert_eq!(paths("api_key.create", json!({"name": "k", "scopes": ["agent:admin"]})), ["/scopes/0"]);
     }
 
     #[test]
@@ -308,50 +222,27 @@ mod tests {
                    "revision": "r", "digest": digest, "content": content})
         };
         assert!(paths("knowledge_source.add", add("a".repeat(MAX_CONTENT_BYTES))).is_empty());
-        assert_eq!(
-            paths(
-                "knowledge_source.add",
-                add("a".repeat(MAX_CONTENT_BYTES + 1))
-            ),
-            ["/content"]
-        );
+        assert_eq!(paths("knowledge_source.add", add("a".repeat(MAX_CONTENT_BYTES + 1))), ["/content"]);
         // 250,001 three-byte characters: within maxLength, over the byte limit.
-        assert_eq!(
-            paths("knowledge_source.add", add("€".repeat(250_001))),
-            ["/content"]
-        );
+        assert_eq!(paths("knowledge_source.add", add("€".repeat(250_001))), ["/content"]);
         let entry = |content: String| json!({"key": "k", "title": "t", "provenance": {"kind": "manual", "uri": "u"}, "revision": "r", "digest": digest, "content": content});
         let manifest = json!({"agentId": "a", "manifest": {"version": 1, "sources": [entry("ok".into()), entry("€".repeat(250_001))]}});
-        assert_eq!(
-            paths("knowledge_source.reconcile", manifest),
-            ["/manifest/sources/1/content"]
-        );
+        assert_eq!(paths("knowledge_source.reconcile", manifest), ["/manifest/sources/1/content"]);
     }
 
     #[test]
     fn manifest_entries_report_the_closest_alternative() {
-        let manifest =
-            |entry: Value| json!({"agentId": "a", "manifest": {"version": 1, "sources": [entry]}});
+        let manifest = |entry: Value| json!({"agentId": "a", "manifest": {"version": 1, "sources": [entry]}});
         let upsert_without_content = json!({"key": "k", "title": "t", "provenance": {"kind": "manual", "uri": "u"},
             "revision": "r", "digest": format!("sha256:{}", "0".repeat(64))});
         assert_eq!(
-            paths(
-                "knowledge_source.reconcile",
-                manifest(upsert_without_content)
-            ),
+            paths("knowledge_source.reconcile", manifest(upsert_without_content)),
             ["/manifest/sources/0/content"]
         );
-        let tombstone_with_extra =
-            json!({"key": "k", "tombstone": true, "confirm": "ks_1", "title": "t"});
+        let tombstone_with_extra = json!({"key": "k", "tombstone": true, "confirm": "ks_1", "title": "t"});
+        assert_eq!(paths("knowledge_source.reconcile", manifest(tombstone_with_extra)), ["/manifest/sources/0/title"]);
         assert_eq!(
-            paths("knowledge_source.reconcile", manifest(tombstone_with_extra)),
-            ["/manifest/sources/0/title"]
-        );
-        assert_eq!(
-            paths(
-                "knowledge_source.reconcile",
-                json!({"agentId": "a", "manifest": {"version": 2, "sources": []}})
-            ),
+            paths("knowledge_source.reconcile", json!({"agentId": "a", "manifest": {"version": 2, "sources": []}})),
             ["/manifest/version"]
         );
     }

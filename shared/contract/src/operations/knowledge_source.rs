@@ -156,11 +156,7 @@ pub struct ManifestVersion;
 impl TryFrom<u64> for ManifestVersion {
     type Error = &'static str;
     fn try_from(value: u64) -> Result<Self, Self::Error> {
-        if value == 1 {
-            Ok(Self)
-        } else {
-            Err("the manifest version must be 1")
-        }
+        if value == 1 { Ok(Self) } else { Err("the manifest version must be 1") }
     }
 }
 

@@ -71,9 +71,7 @@ impl KeySet {
 fn algorithm_of(jwk: &Jwk) -> Option<Algorithm> {
     let by_parameters = match &jwk.algorithm {
         AlgorithmParameters::RSA(_) => Algorithm::RS256,
-        AlgorithmParameters::EllipticCurve(ec) if ec.curve == EllipticCurve::P256 => {
-            Algorithm::ES256
-        }
+        AlgorithmParameters::EllipticCurve(ec) if ec.curve == EllipticCurve::P256 => Algorithm::ES256,
         _ => return None,
     };
     match jwk.common.key_algorithm {
@@ -115,21 +113,10 @@ impl Jwks {
                     .enable_http1()
                     .build();
                 let client = Client::builder(TokioExecutor::new()).build(connector);
-                (
-                    Source::Discovery {
-                        issuer: issuer.trim_end_matches('/').to_owned(),
-                        client,
-                    },
-                    KeySet::default(),
-                    None,
-                )
+                (Source::Discovery { issuer: issuer.trim_end_matches('/').to_owned(), client }, KeySet::default(), None)
             }
         };
-        Ok(Self {
-            source,
-            keys: RwLock::new(Arc::new(keys)),
-            last_fetch: tokio::sync::Mutex::new(last_fetch),
-        })
+        Ok(Self { source, keys: RwLock::new(Arc::new(keys)), last_fetch: tokio::sync::Mutex::new(last_fetch) })
     }
 
     fn current(&self) -> Arc<KeySet> {
@@ -137,11 +124,7 @@ impl Jwks {
     }
 
     /// The key a token names, refetching once if it is unknown.
-    pub async fn key_for(
-        &self,
-        algorithm: Algorithm,
-        kid: Option<&str>,
-    ) -> Option<Arc<VerificationKey>> {
+    pub async fn key_for(&self, algorithm: Algorithm, kid: Option<&str>) -> Option<Arc<VerificationKey>> {
         if let Some(key) = self.current().find(algorithm, kid) {
             return Some(key);
         }
@@ -171,50 +154,33 @@ impl Jwks {
 }
 
 fn parse_jwks(text: &[u8]) -> Result<KeySet, String> {
-    let set: JwkSet =
-        serde_json::from_slice(text).map_err(|e| format!("not a JWKS document: {e}"))?;
+    let set: JwkSet = serde_json::from_slice(text).map_err(|e| format!("not a JWKS document: {e}"))?;
     Ok(KeySet::from_jwks(&set))
 }
 
 fn read_file(path: &PathBuf) -> Result<KeySet, String> {
-    let text = std::fs::read(path)
-        .map_err(|e| format!("cannot read JWKS file {}: {e}", path.display()))?;
+    let text = std::fs::read(path).map_err(|e| format!("cannot read JWKS file {}: {e}", path.display()))?;
     parse_jwks(&text)
 }
 
 async fn discover(client: &HttpClient, issuer: &str) -> Result<KeySet, String> {
-    let configuration: Value = serde_json::from_slice(
-        &get(
-            client,
-            &format!("{issuer}/.well-known/openid-configuration"),
-        )
-        .await?,
-    )
-    .map_err(|e| format!("bad OpenID configuration: {e}"))?;
-    let jwks_uri = configuration
-        .get("jwks_uri")
-        .and_then(Value::as_str)
-        .ok_or("the OpenID configuration has no jwks_uri")?;
+    let configuration: Value =
+        serde_json::from_slice(&get(client, &format!("{issuer}/.well-known/openid-configuration")).await?)
+            .map_err(|e| format!("bad OpenID configuration: {e}"))?;
+    let jwks_uri =
+        configuration.get("jwks_uri").and_then(Value::as_str).ok_or("the OpenID configuration has no jwks_uri")?;
     parse_jwks(&get(client, jwks_uri).await?)
 }
 
 async fn get(client: &HttpClient, url: &str) -> Result<Bytes, String> {
     let uri: hyper::Uri = url.parse().map_err(|e| format!("bad URL {url}: {e}"))?;
     let fetch = async {
-        let response = client
-            .get(uri)
-            .await
-            .map_err(|e| format!("GET {url}: {e}"))?;
+        let response = client.get(uri).await.map_err(|e| format!("GET {url}: {e}"))?;
         if !response.status().is_success() {
             return Err(format!("GET {url}: HTTP {}", response.status()));
         }
         let body = Limited::new(response.into_body(), MAX_DOCUMENT_BYTES);
-        body.collect()
-            .await
-            .map(|b| b.to_bytes())
-            .map_err(|e| format!("GET {url}: {e}"))
+        body.collect().await.map(|b| b.to_bytes()).map_err(|e| format!("GET {url}: {e}"))
     };
-    tokio::time::timeout(FETCH_TIMEOUT, fetch)
-        .await
-        .map_err(|_| format!("GET {url}: timed out"))?
+    tokio::time::timeout(FETCH_TIMEOUT, fetch).await.map_err(|_| format!("GET {url}: timed out"))?
 }

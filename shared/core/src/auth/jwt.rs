@@ -38,11 +38,7 @@ pub struct JwtVerifier {
 }
 
 fn rejected(reason: &'static str) -> Problem {
-    Problem::new(
-        ProblemCode::AuthenticationRequired,
-        "The access token is not valid.",
-    )
-    .with_detail("reason", reason)
+    Problem::new(ProblemCode::AuthenticationRequired, "The access token is not valid.").with_detail("reason", reason)
 }
 
 impl JwtVerifier {
@@ -72,28 +68,21 @@ impl JwtVerifier {
             Algorithm::ES256 => &self.validation_es256,
             _ => return Err(rejected("unsupported_algorithm")),
         };
-        let key = self
-            .jwks
-            .key_for(header.alg, header.kid.as_deref())
-            .await
-            .ok_or_else(|| rejected("unknown_key"))?;
-        let data = jsonwebtoken::decode::<Claims>(token, &key.key, validation).map_err(
-            |error| match error.kind() {
-                ErrorKind::ExpiredSignature => Problem::new(
-                    ProblemCode::ReauthenticationRequired,
-                    "The session has expired; sign in again.",
-                )
-                .with_detail("reason", "token_expired"),
-                ErrorKind::InvalidSignature => rejected("invalid_signature"),
-                ErrorKind::InvalidIssuer => rejected("wrong_issuer"),
-                ErrorKind::InvalidAudience => rejected("wrong_audience"),
-                ErrorKind::ImmatureSignature => rejected("not_yet_valid"),
-                ErrorKind::MissingRequiredClaim(_) | ErrorKind::InvalidClaimFormat(_) => {
-                    rejected("missing_claim")
-                }
-                _ => rejected("malformed_token"),
-            },
-        )?;
+        let key = self.jwks.key_for(header.alg, header.kid.as_deref()).await.ok_or_else(|| rejected("unknown_key"))?;
+        let data = jsonwebtoken::decode::<Claims>(token, &key.key, validation).map_err(|error| match error.kind() {
+            ErrorKind::ExpiredSignature => {
+                Problem::new(ProblemCode::ReauthenticationRequired, "The session has expired; sign in again.")
+                    .with_detail("reason", "token_expired")
+            }
+            ErrorKind::InvalidSignature => rejected("invalid_signature"),
+            ErrorKind::InvalidIssuer => rejected("wrong_issuer"),
+            ErrorKind::InvalidAudience => rejected("wrong_audience"),
+            ErrorKind::ImmatureSignature => rejected("not_yet_valid"),
+            ErrorKind::MissingRequiredClaim(_) | ErrorKind::InvalidClaimFormat(_) | ErrorKind::Json(_) => {
+                rejected("invalid_claims")
+            }
+            _ => rejected("malformed_token"),
+        })?;
         let claims = data.claims;
         Ok(VerifiedToken {
             issuer: claims.iss,

@@ -42,11 +42,7 @@ pub fn parse_bearer(header: Option<&str>) -> Result<Credential<'_>, Problem> {
         )
         .with_detail("reason", "unexpanded_placeholder"));
     }
-    Ok(if token.starts_with(API_KEY_PREFIX) {
-        Credential::ApiKey(token)
-    } else {
-        Credential::Jwt(token)
-    })
+    Ok(if token.starts_with(API_KEY_PREFIX) { Credential::ApiKey(token) } else { Credential::Jwt(token) })
 }
 
 #[cfg(test)]
@@ -55,14 +51,8 @@ mod tests {
 
     #[test]
     fn bearer_parsing() {
-        assert_eq!(
-            parse_bearer(Some("Bearer svck_abc")),
-            Ok(Credential::ApiKey("svck_abc"))
-        );
-        assert_eq!(
-            parse_bearer(Some("bearer eyJ.x.y")),
-            Ok(Credential::Jwt("eyJ.x.y"))
-        );
+        assert_eq!(parse_bearer(Some("Bearer svck_abc")), Ok(Credential::ApiKey("svck_abc")));
+        assert_eq!(parse_bearer(Some("bearer eyJ.x.y")), Ok(Credential::Jwt("eyJ.x.y")));
         for bad in [
             None,
             Some(""),
@@ -72,11 +62,7 @@ mod tests {
             Some("Bearer ${SVC_API_KEY}"),
             Some("Bearer $SVC_API_KEY"),
         ] {
-            assert_eq!(
-                parse_bearer(bad).unwrap_err().code,
-                ProblemCode::AuthenticationRequired,
-                "{bad:?}"
-            );
+            assert_eq!(parse_bearer(bad).unwrap_err().code, ProblemCode::AuthenticationRequired, "{bad:?}");
         }
     }
 }

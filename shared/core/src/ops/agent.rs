@@ -3,8 +3,7 @@
 use sqlx::PgConnection;
 use svc_contract::Problem;
 use svc_contract::operations::agent::{
-    AgentOutput, ConfigureInput, CreateInput, DeleteInput, DeleteOutput, InspectInput, ListInput,
-    ListOutput,
+    AgentOutput, ConfigureInput, CreateInput, DeleteInput, DeleteOutput, InspectInput, ListInput, ListOutput,
 };
 use svc_contract::resources::{self, AgentConfiguration, AgentStatus, Language};
 use svc_contract::schema::True;
@@ -28,10 +27,7 @@ impl From<AgentRow> for resources::Agent {
             slug: row.slug,
             status: AgentStatus::Active,
             default_language: Language::parse(&row.default_language).unwrap_or_default(),
-            configuration: AgentConfiguration {
-                instructions: row.instructions,
-                temperature: row.temperature,
-            },
+            configuration: AgentConfiguration { instructions: row.instructions, temperature: row.temperature },
         }
     }
 }
@@ -51,30 +47,11 @@ impl Handler for List {
     type Input = ListInput;
     type Output = Page<ListOutput>;
 
-    async fn handle(
-        ctx: &Ctx<'_>,
-        conn: &mut PgConnection,
-        input: ListInput,
-    ) -> Result<Self::Output> {
-        let after = input
-            .cursor
-            .as_deref()
-            .map(|c| cursor::decode("agents", c))
-            .transpose()?;
-        let rows = store::agents::list(
-            conn,
-            ctx.workspace()?.id,
-            after,
-            i64::from(input.page_size) + 1,
-        )
-        .await?;
+    async fn handle(ctx: &Ctx<'_>, conn: &mut PgConnection, input: ListInput) -> Result<Self::Output> {
+        let after = input.cursor.as_deref().map(|c| cursor::decode("agents", c)).transpose()?;
+        let rows = store::agents::list(conn, ctx.workspace()?.id, after, i64::from(input.page_size) + 1).await?;
         let (rows, next_cursor) = cursor::page(rows, input.page_size, "agents", |row| row.id.0);
-        Ok(Page {
-            data: ListOutput {
-                agents: rows.into_iter().map(Into::into).collect(),
-            },
-            next_cursor,
-        })
+        Ok(Page { data: ListOutput { agents: rows.into_iter().map(Into::into).collect() }, next_cursor })
     }
 }
 
@@ -84,14 +61,9 @@ impl Handler for Inspect {
     type Input = InspectInput;
     type Output = AgentOutput;
 
-    async fn handle(
-        ctx: &Ctx<'_>,
-        conn: &mut PgConnection,
-        input: InspectInput,
-    ) -> Result<AgentOutput> {
-        let row = store::agents::get(conn, ctx.workspace()?.id, agent_id(&input.agent_id)?)
-            .await?
-            .ok_or_else(not_found)?;
+    async fn handle(ctx: &Ctx<'_>, conn: &mut PgConnection, input: InspectInput) -> Result<AgentOutput> {
+        let row =
+            store::agents::get(conn, ctx.workspace()?.id, agent_id(&input.agent_id)?).await?.ok_or_else(not_found)?;
         Ok(AgentOutput { agent: row.into() })
     }
 }
@@ -102,11 +74,7 @@ impl Handler for Create {
     type Input = CreateInput;
     type Output = AgentOutput;
 
-    async fn handle(
-        ctx: &Ctx<'_>,
-        conn: &mut PgConnection,
-        input: CreateInput,
-    ) -> Result<AgentOutput> {
+    async fn handle(ctx: &Ctx<'_>, conn: &mut PgConnection, input: CreateInput) -> Result<AgentOutput> {
         let ws = ctx.workspace()?;
         let entitlement = store::entitlements::lock(conn, ws.id).await?;
         let usage = store::entitlements::usage(conn, ws.id).await?;
@@ -124,11 +92,8 @@ impl Handler for Create {
             Some(slug) => {
                 agent.slug = slug;
                 store::agents::insert(conn, &agent).await?.ok_or_else(|| {
-                    Problem::invalid(
-                        "slug_taken",
-                        format!("An Agent of this Workspace already has the slug `{slug}`."),
-                    )
-                    .with_detail("slug", slug.as_str())
+                    Problem::invalid("slug_taken", format!("An Agent of this Workspace already has the slug `{slug}`."))
+                        .with_detail("slug", slug.as_str())
                 })?
             }
             None => insert_with_derived_slug(conn, ws.id, agent).await?,
@@ -146,21 +111,11 @@ async fn insert_with_derived_slug(
     for _ in 0..10 {
         let taken = store::agents::slugs_like(conn, workspace, &base).await?;
         let candidate = store::free_candidate(&base, &taken);
-        if let Some(row) = store::agents::insert(
-            conn,
-            &NewAgent {
-                slug: &candidate,
-                ..agent.clone()
-            },
-        )
-        .await?
-        {
+        if let Some(row) = store::agents::insert(conn, &NewAgent { slug: &candidate, ..agent.clone() }).await? {
             return Ok(row);
         }
     }
-    Err(Error::internal(format!(
-        "no free Agent slug derived from `{base}` after 10 attempts"
-    )))
+    Err(Error::internal(format!("no free Agent slug derived from `{base}` after 10 attempts")))
 }
 
 pub(crate) struct Configure;
@@ -169,16 +124,10 @@ impl Handler for Configure {
     type Input = ConfigureInput;
     type Output = AgentOutput;
 
-    async fn handle(
-        ctx: &Ctx<'_>,
-        conn: &mut PgConnection,
-        input: ConfigureInput,
-    ) -> Result<AgentOutput> {
+    async fn handle(ctx: &Ctx<'_>, conn: &mut PgConnection, input: ConfigureInput) -> Result<AgentOutput> {
         let ws = ctx.workspace()?;
         let id = agent_id(&input.agent_id)?;
-        let mut row = store::agents::lock(conn, ws.id, id)
-            .await?
-            .ok_or_else(not_found)?;
+        let mut row = store::agents::lock(conn, ws.id, id).await?.ok_or_else(not_found)?;
         if let Some(name) = input.name {
             row.name = name;
         }
@@ -189,9 +138,7 @@ impl Handler for Configure {
         if let Some(temperature) = input.temperature {
             row.temperature = temperature;
         }
-        let row = store::agents::update(conn, &row)
-            .await?
-            .ok_or_else(not_found)?;
+        let row = store::agents::update(conn, &row).await?.ok_or_else(not_found)?;
         Ok(AgentOutput { agent: row.into() })
     }
 }
@@ -202,23 +149,14 @@ impl Handler for Delete {
     type Input = DeleteInput;
     type Output = DeleteOutput;
 
-    async fn handle(
-        ctx: &Ctx<'_>,
-        conn: &mut PgConnection,
-        input: DeleteInput,
-    ) -> Result<DeleteOutput> {
+    async fn handle(ctx: &Ctx<'_>, conn: &mut PgConnection, input: DeleteInput) -> Result<DeleteOutput> {
         if input.confirm != Some(true) {
-            return Err(
-                Problem::confirmation_required("Deleting an Agent needs `confirm: true`.").into(),
-            );
+            return Err(Problem::confirmation_required("Deleting an Agent needs `confirm: true`.").into());
         }
         let id = agent_id(&input.agent_id)?;
         if !store::agents::soft_delete(conn, ctx.workspace()?.id, id).await? {
             return Err(not_found().into());
         }
-        Ok(DeleteOutput {
-            agent_id: id.to_string(),
-            deleted: True,
-        })
+        Ok(DeleteOutput { agent_id: id.to_string(), deleted: True })
     }
 }

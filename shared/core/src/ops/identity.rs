@@ -2,8 +2,7 @@
 
 use sqlx::PgConnection;
 use svc_contract::identity::{
-    AuthInfo, AuthMode, Availability, ClientInfo, CredentialInfo, IdentityStatus, Ready, UserInfo,
-    WorkspaceInfo,
+    AuthInfo, AuthMode, Availability, ClientInfo, CredentialInfo, IdentityStatus, Ready, UserInfo, WorkspaceInfo,
 };
 use svc_contract::operations::identity::StatusInput;
 
@@ -18,30 +17,19 @@ impl Handler for Status {
     type Input = StatusInput;
     type Output = IdentityStatus;
 
-    async fn handle(
-        ctx: &Ctx<'_>,
-        _conn: &mut PgConnection,
-        _input: StatusInput,
-    ) -> Result<IdentityStatus> {
+    async fn handle(ctx: &Ctx<'_>, _conn: &mut PgConnection, _input: StatusInput) -> Result<IdentityStatus> {
         let (mode, expires_at, user, credential) = match &ctx.caller.principal {
             Principal::User(user) => (
                 AuthMode::User,
                 Some(rfc3339(user.expires_at)),
-                Some(UserInfo {
-                    id: user.id.to_string(),
-                    email: user.email.clone(),
-                    name: user.name.clone(),
-                }),
+                Some(UserInfo { id: user.id.to_string(), email: user.email.clone(), name: user.name.clone() }),
                 None,
             ),
             Principal::ApiKey(key) => (
                 AuthMode::WorkspaceApiKey,
                 None,
                 None,
-                Some(CredentialInfo {
-                    key_prefix: key.key_prefix.clone(),
-                    scopes: key.scopes.clone(),
-                }),
+                Some(CredentialInfo { key_prefix: key.key_prefix.clone(), scopes: key.scopes.clone() }),
             ),
         };
         let workspace = ctx.workspace.map(|ws| WorkspaceInfo {
@@ -52,23 +40,13 @@ impl Handler for Status {
             status: ws.status,
         });
         // MCP is a plan feature; the API itself always answers.
-        let mcp = ctx
-            .workspace
-            .is_none_or(|ws| ws.entitlement.is_active(ctx.now));
+        let mcp = ctx.workspace.is_none_or(|ws| ws.entitlement.is_active(ctx.now));
         Ok(IdentityStatus {
             client: ClientInfo {
-                version: ctx
-                    .client
-                    .version
-                    .clone()
-                    .unwrap_or_else(|| "unknown".to_owned()),
+                version: ctx.client.version.clone().unwrap_or_else(|| "unknown".to_owned()),
                 endpoint: ctx.service.config.public_base_url.clone(),
             },
-            auth: AuthInfo {
-                mode,
-                secret_location: ctx.client.secret_location,
-                expires_at,
-            },
+            auth: AuthInfo { mode, secret_location: ctx.client.secret_location, expires_at },
             user,
             workspace,
             credential,

@@ -34,8 +34,7 @@ pub(crate) struct Ctx<'a> {
 impl Ctx<'_> {
     /// The selected Workspace of an operation that requires one.
     pub fn workspace(&self) -> Result<&WorkspaceContext> {
-        self.workspace
-            .ok_or_else(|| Error::internal("handler of a Workspace operation called without one"))
+        self.workspace.ok_or_else(|| Error::internal("handler of a Workspace operation called without one"))
     }
 }
 
@@ -69,11 +68,7 @@ pub(crate) struct Page<T> {
 impl<T: Serialize> Respond for Page<T> {
     fn respond(self) -> Result<Reply> {
         let data = serde_json::to_value(self.data).map_err(|e| Error::internal(e.to_string()))?;
-        Ok(Reply {
-            data,
-            next_cursor: self.next_cursor,
-            replayed: false,
-        })
+        Ok(Reply { data, next_cursor: self.next_cursor, replayed: false })
     }
 }
 
@@ -116,25 +111,17 @@ pub(crate) async fn dispatch(
         AgentCreate => mutate::<agent::Create>(ctx, op, input, key).await,
         AgentConfigure => mutate::<agent::Configure>(ctx, op, input, key).await,
         AgentDelete => mutate::<agent::Delete>(ctx, op, input, key).await,
-        _ => Err(Problem::new(
-            ProblemCode::InternalError,
-            format!("`{}` is not available on this server yet.", op.id),
-        )
-        .with_detail("reason", "not_implemented")
-        .into()),
+        _ => Err(Problem::new(ProblemCode::InternalError, format!("`{}` is not available on this server yet.", op.id))
+            .with_detail("reason", "not_implemented")
+            .into()),
     }
 }
 
 fn parse<T: DeserializeOwned>(input: Value) -> Result<T> {
     // The schema has been checked; what serde still refuses (an integer written
     // as `50.0`) is reported the same way.
-    serde_json::from_value(input).map_err(|e| {
-        Problem::schema_violation(vec![Issue {
-            path: String::new(),
-            message: e.to_string(),
-        }])
-        .into()
-    })
+    serde_json::from_value(input)
+        .map_err(|e| Problem::schema_violation(vec![Issue { path: String::new(), message: e.to_string() }]).into())
 }
 
 async fn read<H: Handler>(ctx: &Ctx<'_>, input: Value) -> Result<Reply> {
@@ -143,30 +130,19 @@ async fn read<H: Handler>(ctx: &Ctx<'_>, input: Value) -> Result<Reply> {
     H::handle(ctx, &mut conn, input).await?.respond()
 }
 
-async fn mutate<H: Handler>(
-    ctx: &Ctx<'_>,
-    op: &'static Operation,
-    input: Value,
-    key: Option<String>,
-) -> Result<Reply> {
+async fn mutate<H: Handler>(ctx: &Ctx<'_>, op: &'static Operation, input: Value, key: Option<String>) -> Result<Reply> {
     let workspace = ctx.workspace.map(|w| w.id);
-    let key =
-        key.map(|k| IdempotencyKey::new(ctx.caller.principal.uuid(), k, op.id, workspace, &input));
+    let key = key.map(|k| IdempotencyKey::new(ctx.caller.principal.uuid(), k, op.id, workspace, &input));
     let input = parse::<H::Input>(input)?;
     let mut tx = ctx.service.pool.begin().await?;
     if let Some(key) = &key
         && let Claim::Replay(data) = key.claim(&mut tx).await?
     {
-        return Ok(Reply {
-            data,
-            next_cursor: None,
-            replayed: true,
-        });
+        return Ok(Reply { data, next_cursor: None, replayed: true });
     }
     let reply = H::handle(ctx, &mut tx, input).await?.respond()?;
     if let Some(key) = &key {
-        key.record(&mut tx, &H::for_replay(reply.data.clone()))
-            .await?;
+        key.record(&mut tx, &H::for_replay(reply.data.clone())).await?;
     }
     tx.commit().await?;
     Ok(reply)

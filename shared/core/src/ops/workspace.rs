@@ -3,8 +3,8 @@
 use sqlx::PgConnection;
 use svc_contract::Role;
 use svc_contract::operations::workspace::{
-    CreateInput, EntitlementsInspectInput, EntitlementsInspectOutput, InspectInput, ListInput,
-    ListOutput, RenameInput, WorkspaceOutput,
+    CreateInput, EntitlementsInspectInput, EntitlementsInspectOutput, InspectInput, ListInput, ListOutput, RenameInput,
+    WorkspaceOutput,
 };
 use svc_contract::resources::{self, WorkspaceStatus};
 
@@ -23,20 +23,14 @@ fn resource(row: WorkspaceRow) -> resources::Workspace {
         name: row.name,
         slug: row.slug,
         role: row.role.as_deref().and_then(Role::parse),
-        status: if row.status == "archived" {
-            WorkspaceStatus::Archived
-        } else {
-            WorkspaceStatus::Active
-        },
+        status: if row.status == "archived" { WorkspaceStatus::Archived } else { WorkspaceStatus::Active },
     }
 }
 
 fn user_id(ctx: &Ctx<'_>) -> Result<crate::ids::UserId> {
     match &ctx.caller.principal {
         Principal::User(user) => Ok(user.id),
-        Principal::ApiKey(_) => Err(Error::internal(
-            "User-only operation called with an API key",
-        )),
+        Principal::ApiKey(_) => Err(Error::internal("User-only operation called with an API key")),
     }
 }
 
@@ -46,30 +40,11 @@ impl Handler for List {
     type Input = ListInput;
     type Output = Page<ListOutput>;
 
-    async fn handle(
-        ctx: &Ctx<'_>,
-        conn: &mut PgConnection,
-        input: ListInput,
-    ) -> Result<Self::Output> {
-        let after = input
-            .cursor
-            .as_deref()
-            .map(|c| cursor::decode("workspaces", c))
-            .transpose()?;
-        let rows = store::workspaces::list_for_user(
-            conn,
-            user_id(ctx)?,
-            after,
-            i64::from(input.page_size) + 1,
-        )
-        .await?;
+    async fn handle(ctx: &Ctx<'_>, conn: &mut PgConnection, input: ListInput) -> Result<Self::Output> {
+        let after = input.cursor.as_deref().map(|c| cursor::decode("workspaces", c)).transpose()?;
+        let rows = store::workspaces::list_for_user(conn, user_id(ctx)?, after, i64::from(input.page_size) + 1).await?;
         let (rows, next_cursor) = cursor::page(rows, input.page_size, "workspaces", |row| row.id.0);
-        Ok(Page {
-            data: ListOutput {
-                workspaces: rows.into_iter().map(resource).collect(),
-            },
-            next_cursor,
-        })
+        Ok(Page { data: ListOutput { workspaces: rows.into_iter().map(resource).collect() }, next_cursor })
     }
 }
 
@@ -79,14 +54,8 @@ impl Handler for Inspect {
     type Input = InspectInput;
     type Output = WorkspaceOutput;
 
-    async fn handle(
-        ctx: &Ctx<'_>,
-        _conn: &mut PgConnection,
-        _input: InspectInput,
-    ) -> Result<WorkspaceOutput> {
-        Ok(WorkspaceOutput {
-            workspace: ctx.workspace()?.resource(),
-        })
+    async fn handle(ctx: &Ctx<'_>, _conn: &mut PgConnection, _input: InspectInput) -> Result<WorkspaceOutput> {
+        Ok(WorkspaceOutput { workspace: ctx.workspace()?.resource() })
     }
 }
 
@@ -96,27 +65,18 @@ impl Handler for Create {
     type Input = CreateInput;
     type Output = WorkspaceOutput;
 
-    async fn handle(
-        ctx: &Ctx<'_>,
-        conn: &mut PgConnection,
-        input: CreateInput,
-    ) -> Result<WorkspaceOutput> {
+    async fn handle(ctx: &Ctx<'_>, conn: &mut PgConnection, input: CreateInput) -> Result<WorkspaceOutput> {
         let owner = user_id(ctx)?;
         let id = WorkspaceId::new();
         let row = match &input.slug {
-            Some(slug) => store::workspaces::insert(conn, id, &input.name, slug)
-                .await?
-                .ok_or_else(|| slug_taken(slug))?,
+            Some(slug) => {
+                store::workspaces::insert(conn, id, &input.name, slug).await?.ok_or_else(|| slug_taken(slug))?
+            }
             None => insert_with_derived_slug(conn, id, &input.name).await?,
         };
         store::workspaces::set_member(conn, row.id, owner, Role::Owner.as_str()).await?;
         store::entitlements::insert_trial(conn, row.id, ctx.now + TRIAL_LENGTH).await?;
-        Ok(WorkspaceOutput {
-            workspace: resource(WorkspaceRow {
-                role: Some(Role::Owner.as_str().to_owned()),
-                ..row
-            }),
-        })
+        Ok(WorkspaceOutput { workspace: resource(WorkspaceRow { role: Some(Role::Owner.as_str().to_owned()), ..row }) })
     }
 }
 
@@ -127,11 +87,7 @@ fn slug_taken(slug: &str) -> svc_contract::Problem {
 
 /// Derived slugs get `-2`, `-3`, ... when taken; a concurrent create that wins
 /// the race for a candidate just moves us to the next one.
-async fn insert_with_derived_slug(
-    conn: &mut PgConnection,
-    id: WorkspaceId,
-    name: &str,
-) -> Result<WorkspaceRow> {
+async fn insert_with_derived_slug(conn: &mut PgConnection, id: WorkspaceId, name: &str) -> Result<WorkspaceRow> {
     let base = slug::derive(name, "workspace");
     for _ in 0..10 {
         let taken = store::workspaces::slugs_like(conn, &base).await?;
@@ -140,9 +96,7 @@ async fn insert_with_derived_slug(
             return Ok(row);
         }
     }
-    Err(Error::internal(format!(
-        "no free slug derived from `{base}` after 10 attempts"
-    )))
+    Err(Error::internal(format!("no free slug derived from `{base}` after 10 attempts")))
 }
 
 pub(crate) struct Rename;
@@ -151,18 +105,11 @@ impl Handler for Rename {
     type Input = RenameInput;
     type Output = WorkspaceOutput;
 
-    async fn handle(
-        ctx: &Ctx<'_>,
-        conn: &mut PgConnection,
-        input: RenameInput,
-    ) -> Result<WorkspaceOutput> {
+    async fn handle(ctx: &Ctx<'_>, conn: &mut PgConnection, input: RenameInput) -> Result<WorkspaceOutput> {
         let ws = ctx.workspace()?;
         let row = store::workspaces::rename(conn, ws.id, &input.name).await?;
         Ok(WorkspaceOutput {
-            workspace: resource(WorkspaceRow {
-                role: ws.role.map(|r| r.as_str().to_owned()),
-                ..row
-            }),
+            workspace: resource(WorkspaceRow { role: ws.role.map(|r| r.as_str().to_owned()), ..row }),
         })
     }
 }
@@ -173,11 +120,7 @@ impl Handler for EntitlementsInspect {
     type Input = EntitlementsInspectInput;
     type Output = EntitlementsInspectOutput;
 
-    async fn handle(
-        ctx: &Ctx<'_>,
-        conn: &mut PgConnection,
-        _input: EntitlementsInspectInput,
-    ) -> Result<Self::Output> {
+    async fn handle(ctx: &Ctx<'_>, conn: &mut PgConnection, _input: EntitlementsInspectInput) -> Result<Self::Output> {
         let ws = ctx.workspace()?;
         let e = &ws.entitlement;
         let usage = store::entitlements::usage(conn, ws.id).await?.to_map();

@@ -30,10 +30,7 @@ pub struct NewAgent<'a> {
 
 /// Inserts an Agent; `None` when a live Agent of the Workspace has the slug.
 #[tracing::instrument(skip(conn, agent), fields(id = %agent.id))]
-pub async fn insert(
-    conn: &mut PgConnection,
-    agent: &NewAgent<'_>,
-) -> sqlx::Result<Option<AgentRow>> {
+pub async fn insert(conn: &mut PgConnection, agent: &NewAgent<'_>) -> sqlx::Result<Option<AgentRow>> {
     sqlx::query_as!(
         AgentRow,
         r#"
@@ -57,11 +54,7 @@ pub async fn insert(
 
 /// Live slugs of the Workspace equal to `base` or of the form `base-N`.
 #[tracing::instrument(skip(conn))]
-pub async fn slugs_like(
-    conn: &mut PgConnection,
-    workspace: WorkspaceId,
-    base: &str,
-) -> sqlx::Result<Vec<String>> {
+pub async fn slugs_like(conn: &mut PgConnection, workspace: WorkspaceId, base: &str) -> sqlx::Result<Vec<String>> {
     sqlx::query_scalar!(
         r#"SELECT slug FROM agents
            WHERE workspace_id = $1 AND deleted_at IS NULL AND (slug = $2 OR slug LIKE $2 || '-%')"#,
@@ -73,11 +66,7 @@ pub async fn slugs_like(
 }
 
 #[tracing::instrument(skip(conn))]
-pub async fn get(
-    conn: &mut PgConnection,
-    workspace: WorkspaceId,
-    id: AgentId,
-) -> sqlx::Result<Option<AgentRow>> {
+pub async fn get(conn: &mut PgConnection, workspace: WorkspaceId, id: AgentId) -> sqlx::Result<Option<AgentRow>> {
     sqlx::query_as!(
         AgentRow,
         r#"
@@ -142,11 +131,7 @@ pub async fn update(conn: &mut PgConnection, agent: &AgentRow) -> sqlx::Result<O
 
 /// Reads a live Agent and locks it until the transaction ends.
 #[tracing::instrument(skip(conn))]
-pub async fn lock(
-    conn: &mut PgConnection,
-    workspace: WorkspaceId,
-    id: AgentId,
-) -> sqlx::Result<Option<AgentRow>> {
+pub async fn lock(conn: &mut PgConnection, workspace: WorkspaceId, id: AgentId) -> sqlx::Result<Option<AgentRow>> {
     sqlx::query_as!(
         AgentRow,
         r#"
@@ -164,11 +149,7 @@ pub async fn lock(
 
 /// Soft-deletes a live Agent; `false` when there was none.
 #[tracing::instrument(skip(conn))]
-pub async fn soft_delete(
-    conn: &mut PgConnection,
-    workspace: WorkspaceId,
-    id: AgentId,
-) -> sqlx::Result<bool> {
+pub async fn soft_delete(conn: &mut PgConnection, workspace: WorkspaceId, id: AgentId) -> sqlx::Result<bool> {
     let done = sqlx::query!(
         "UPDATE agents SET deleted_at = now() WHERE id = $1 AND workspace_id = $2 AND deleted_at IS NULL",
         id as AgentId,

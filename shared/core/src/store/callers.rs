@@ -26,11 +26,7 @@ impl Selector {
         if value.starts_with(WorkspaceId::PREFIX) {
             return WorkspaceId::parse(value).map_or(Self::Nothing, Self::Id);
         }
-        if crate::slug::is_valid(value) {
-            Self::Slug(value.to_owned())
-        } else {
-            Self::Nothing
-        }
+        if crate::slug::is_valid(value) { Self::Slug(value.to_owned()) } else { Self::Nothing }
     }
 
     pub fn is_given(&self) -> bool {

@@ -23,11 +23,7 @@ pub async fn insert_trial(
     Ok(())
 }
 
-async fn fetch(
-    conn: &mut PgConnection,
-    workspace: WorkspaceId,
-    for_update: bool,
-) -> sqlx::Result<Entitlement> {
+async fn fetch(conn: &mut PgConnection, workspace: WorkspaceId, for_update: bool) -> sqlx::Result<Entitlement> {
     // Two statements rather than string-built SQL, so both stay compile-checked.
     let row = if for_update {
         sqlx::query!(
@@ -37,15 +33,7 @@ async fn fetch(
         )
         .fetch_one(conn)
         .await
-        .map(|r| {
-            (
-                r.plan,
-                r.trial_end,
-                r.period_end,
-                r.cancel_at_period_end,
-                r.limit_overrides,
-            )
-        })?
+        .map(|r| (r.plan, r.trial_end, r.period_end, r.cancel_at_period_end, r.limit_overrides))?
     } else {
         sqlx::query!(
             r#"SELECT plan, trial_end, period_end, cancel_at_period_end, limit_overrides
@@ -54,15 +42,7 @@ async fn fetch(
         )
         .fetch_one(conn)
         .await
-        .map(|r| {
-            (
-                r.plan,
-                r.trial_end,
-                r.period_end,
-                r.cancel_at_period_end,
-                r.limit_overrides,
-            )
-        })?
+        .map(|r| (r.plan, r.trial_end, r.period_end, r.cancel_at_period_end, r.limit_overrides))?
     };
     Ok(Entitlement::from_row(&row.0, row.1, row.2, row.3, &row.4))
 }
@@ -129,10 +109,7 @@ impl Usage {
 
     /// `usage` as the Entitlement reports it.
     pub fn to_map(&self) -> std::collections::BTreeMap<String, u64> {
-        LimitKey::ALL
-            .iter()
-            .map(|k| (k.as_str().to_owned(), self.get(*k)))
-            .collect()
+        LimitKey::ALL.iter().map(|k| (k.as_str().to_owned(), self.get(*k))).collect()
     }
 }
 
@@ -144,8 +121,5 @@ pub async fn usage(conn: &mut PgConnection, workspace: WorkspaceId) -> sqlx::Res
     )
     .fetch_one(conn)
     .await?;
-    Ok(Usage {
-        agents: agents as u64,
-        ..Usage::default()
-    })
+    Ok(Usage { agents: agents as u64, ..Usage::default() })
 }

@@ -17,9 +17,7 @@ pub struct RecordRow {
 /// another transaction holds it.
 #[tracing::instrument(skip(conn))]
 pub async fn try_lock(conn: &mut PgConnection, key: i64) -> sqlx::Result<bool> {
-    sqlx::query_scalar!(r#"SELECT pg_try_advisory_xact_lock($1) AS "locked!""#, key)
-        .fetch_one(conn)
-        .await
+    sqlx::query_scalar!(r#"SELECT pg_try_advisory_xact_lock($1) AS "locked!""#, key).fetch_one(conn).await
 }
 
 #[tracing::instrument(skip(conn, key))]

@@ -47,11 +47,7 @@ pub async fn complete_setup(
 }
 
 #[tracing::instrument(skip(conn))]
-pub async fn find_by_identity(
-    conn: &mut PgConnection,
-    issuer: &str,
-    subject: &str,
-) -> sqlx::Result<Option<UserRow>> {
+pub async fn find_by_identity(conn: &mut PgConnection, issuer: &str, subject: &str) -> sqlx::Result<Option<UserRow>> {
     sqlx::query_as!(
         UserRow,
         r#"
@@ -67,11 +63,7 @@ pub async fn find_by_identity(
 
 /// Revokes every session issued up to now; returns the User, if any.
 #[tracing::instrument(skip(conn))]
-pub async fn revoke_sessions(
-    conn: &mut PgConnection,
-    issuer: &str,
-    subject: &str,
-) -> sqlx::Result<Option<UserRow>> {
+pub async fn revoke_sessions(conn: &mut PgConnection, issuer: &str, subject: &str) -> sqlx::Result<Option<UserRow>> {
     sqlx::query_as!(
         UserRow,
         r#"

@@ -41,22 +41,14 @@ pub async fn insert(
 /// Slugs equal to `base` or of the form `base-N`.
 #[tracing::instrument(skip(conn))]
 pub async fn slugs_like(conn: &mut PgConnection, base: &str) -> sqlx::Result<Vec<String>> {
-    sqlx::query_scalar!(
-        "SELECT slug FROM workspaces WHERE slug = $1 OR slug LIKE $1 || '-%'",
-        base
-    )
-    .fetch_all(conn)
-    .await
+    sqlx::query_scalar!("SELECT slug FROM workspaces WHERE slug = $1 OR slug LIKE $1 || '-%'", base)
+        .fetch_all(conn)
+        .await
 }
 
 /// Adds a member, or changes an existing member's role.
 #[tracing::instrument(skip(conn))]
-pub async fn set_member(
-    conn: &mut PgConnection,
-    workspace: WorkspaceId,
-    user: UserId,
-    role: &str,
-) -> sqlx::Result<()> {
+pub async fn set_member(conn: &mut PgConnection, workspace: WorkspaceId, user: UserId, role: &str) -> sqlx::Result<()> {
     sqlx::query!(
         r#"
         INSERT INTO memberships (user_id, workspace_id, role) VALUES ($1, $2, $3)
@@ -97,11 +89,7 @@ pub async fn list_for_user(
 }
 
 #[tracing::instrument(skip(conn))]
-pub async fn rename(
-    conn: &mut PgConnection,
-    id: WorkspaceId,
-    name: &str,
-) -> sqlx::Result<WorkspaceRow> {
+pub async fn rename(conn: &mut PgConnection, id: WorkspaceId, name: &str) -> sqlx::Result<WorkspaceRow> {
     sqlx::query_as!(
         WorkspaceRow,
         r#"
@@ -136,11 +124,7 @@ pub async fn find(
 }
 
 #[tracing::instrument(skip(conn))]
-pub async fn set_status(
-    conn: &mut PgConnection,
-    id: WorkspaceId,
-    status: &str,
-) -> sqlx::Result<WorkspaceRow> {
+pub async fn set_status(conn: &mut PgConnection, id: WorkspaceId, status: &str) -> sqlx::Result<WorkspaceRow> {
     sqlx::query_as!(
         WorkspaceRow,
         r#"

@@ -1,0 +1,161 @@
+//! The MCP surface: the same catalog, data and problems as HTTP (contract §13).
+
+use serde_json::{Value, json};
+use sqlx::PgPool;
+use svc_contract::CATALOG;
+
+use crate::helpers::{TestApp, assert_ok, assert_problem};
+
+/// The JSON-RPC result of a tools/call.
+fn tool_result(response: &svc_tests::http::TestResponse) -> Value {
+    assert_eq!(response.status, 200, "{}", response.text());
+    let body = response.json();
+    assert!(body.get("error").is_none(), "a JSON-RPC error: {body}");
+    body["result"].clone()
+}
+
+/// The envelope and whether it is an error, checking the text copy matches.
+fn envelope(response: &svc_tests::http::TestResponse) -> (bool, Value) {
+    let result = tool_result(response);
+    let structured = result["structuredContent"].clone();
+    let text: Value = serde_json::from_str(result["content"][0]["text"].as_str().unwrap()).unwrap();
+    assert_eq!(text, structured, "content carries the same JSON");
+    assert_eq!(result["content"].as_array().unwrap().len(), 1);
+    let request_id = structured["meta"]["requestId"].as_str().unwrap();
+    assert_eq!(response.header("x-request-id"), Some(request_id));
+    (result["isError"] == true, structured)
+}
+
+fn without_request_id(mut body: Value) -> Value {
+    body["meta"].as_object_mut().unwrap().remove("requestId");
+    body
+}
+
+/// The same calls over HTTP and MCP give the same data or the same problem.
+#[sqlx::test(migrations = "../migrations")]
+async fn http_and_mcp_agree(pool: PgPool) {
+    let app = TestApp::new(pool).await;
+    let (owner, ws) = app.owner("alice").await;
+    let agent = app.agent(&owner, &ws, "Helper").await;
+    let (mallory, _) = app.owner("mallory").await;
+    let member = app.user("bob").await;
+    svc_core::admin::member_add(&app.pool, &ws, svc_tests::ISSUER, "bob", "member").await.unwrap();
+    let cases: Vec<(&str, &str, &str, Option<&str>, Value)> = vec![
+        ("identity/status", "svc_identity_status", &owner.token, None, json!({})),
+        ("workspaces/list", "svc_workspace_list", &owner.token, None, json!({ "pageSize": 10 })),
+        ("workspaces/inspect", "svc_workspace_inspect", &owner.token, None, json!({})),
+        ("workspaces/entitlements/inspect", "svc_workspace_entitlements_inspect", &owner.token, None, json!({})),
+        ("agents/list", "svc_agent_list", &owner.token, None, json!({})),
+        ("agents/inspect", "svc_agent_inspect", &owner.token, None, json!({ "agentId": agent })),
+        ("agents/inspect", "svc_agent_inspect", &mallory.token, None, json!({ "agentId": agent })),
+        ("agents/inspect", "svc_agent_inspect", &owner.token, None, json!({ "agentId": agent, "extra": 1 })),
+        ("agents/create", "svc_agent_create", &owner.token, None, json!({ "name": "x".repeat(121) })),
+        ("agents/delete", "svc_agent_delete", &owner.token, None, json!({ "agentId": agent })),
+        ("workspaces/rename", "svc_workspace_rename", &member.token, Some(&ws), json!({ "name": "Mine" })),
+        ("workspaces/inspect", "svc_workspace_inspect", &owner.token, Some("nope"), json!({})),
+        ("agents/configure", "svc_agent_configure", &owner.token, None, json!({ "agentId": agent, "temperature": 1 })),
+    ];
+    for (path, tool, token, workspace, input) in cases {
+        let http = app.op(path, token, workspace, input.clone()).await;
+        let mcp = app.tool(token, workspace, tool, input.clone()).await;
+        let (is_error, structured) = envelope(&mcp);
+        assert_eq!(is_error, http.status != 200, "{tool} {input}");
+        assert_eq!(without_request_id(structured), without_request_id(http.json()), "{tool} {input}");
+    }
+}
+
+#[sqlx::test(migrations = "../migrations")]
+async fn tools_list_is_the_catalog(pool: PgPool) {
+    let app = TestApp::new(pool).await;
+    let user = app.user("alice").await;
+    // No initialize is needed: the server is stateless.
+    let response = app.mcp(Some(&user.token), None, json!({ "jsonrpc": "2.0", "id": 7, "method": "tools/list" })).await;
+    let tools = tool_result(&response)["tools"].as_array().unwrap().clone();
+    assert_eq!(tools.len(), 30);
+    for (tool, op) in tools.iter().zip(CATALOG.iter()) {
+        assert_eq!(tool["name"], op.tool_name());
+        assert_eq!(tool["description"], op.summary);
+        assert_eq!(tool["inputSchema"], Value::Object(op.input_schema().clone()), "{}", op.id);
+        assert_eq!(tool["outputSchema"], Value::Object(op.output_schema().clone()), "{}", op.id);
+        assert_eq!(tool["annotations"]["readOnlyHint"], !op.mutating);
+    }
+}
+
+#[sqlx::test(migrations = "../migrations")]
+async fn initialize_works_without_a_session(pool: PgPool) {
+    let app = TestApp::new(pool).await;
+    let user = app.user("alice").await;
+    let message = json!({ "jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": { "name": "test", "version": "1" } } });
+    let response = app.mcp(Some(&user.token), None, message).await;
+    let result = tool_result(&response);
+    assert_eq!(result["serverInfo"]["name"], "svc");
+    assert!(result["capabilities"]["tools"].is_object());
+    assert!(response.header("mcp-session-id").is_none());
+}
+
+#[sqlx::test(migrations = "../migrations")]
+async fn bad_credentials_are_refused_before_json_rpc(pool: PgPool) {
+    let app = TestApp::new(pool).await;
+    let list = json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/list" });
+    for (token, reason) in [
+        (None, "missing_credential"),
+        (Some("${SVC_API_KEY}"), "unexpanded_placeholder"),
+        (Some("garbage"), "malformed_token"),
+        (Some("svck_unknown_0000"), "unknown_api_key"),
+    ] {
+        let response = app.mcp(token, None, list.clone()).await;
+        let body = assert_problem(&response, 401, "authentication_required");
+        assert_eq!(body["error"]["details"]["reason"], reason);
+        assert_eq!(response.header("www-authenticate"), Some("Bearer"));
+    }
+    // Not even a JSON body is read.
+    let mut request = http::Request::builder().method("POST").uri("/api/mcp").header("host", "svc.test");
+    request =
+        request.header("content-type", "application/json").header("accept", "application/json, text/event-stream");
+    let response = app.send(request.body(axum::body::Body::from("not json at all")).unwrap()).await;
+    assert_problem(&response, 401, "authentication_required");
+}
+
+#[sqlx::test(migrations = "../migrations")]
+async fn other_methods_get_405(pool: PgPool) {
+    let app = TestApp::new(pool).await;
+    for method in ["GET", "DELETE", "PUT"] {
+        let request = http::Request::builder().method(method).uri("/api/mcp").header("host", "svc.test");
+        let response = app.send(request.body(axum::body::Body::empty()).unwrap()).await;
+        assert_problem(&response, 405, "invalid_request");
+        assert_eq!(response.header("allow"), Some("POST"));
+    }
+}
+
+#[sqlx::test(migrations = "../migrations")]
+async fn problems_after_authentication_are_tool_errors(pool: PgPool) {
+    let app = TestApp::new(pool).await;
+    // Signed but not set up: a tool error, so the agent learns the stable code.
+    let token = app.issuer().token("newcomer");
+    let (is_error, body) = envelope(&app.tool(&token, None, "svc_identity_status", json!({})).await);
+    assert!(is_error);
+    assert_eq!(body["error"]["code"], "setup_required");
+    // An expired token is refused at the HTTP level.
+    let mut claims = svc_tests::TestIssuer::claims("newcomer");
+    claims["exp"] = (svc_tests::now_secs() - 3600).into();
+    let expired = app.issuer().sign(svc_tests::Alg::Rs256, &claims);
+    assert_problem(&app.tool(&expired, None, "svc_identity_status", json!({})).await, 401, "reauthentication_required");
+    // An unknown tool is a JSON-RPC error.
+    let user = app.user("alice").await;
+    let response = app.tool(&user.token, None, "svc_nope", json!({})).await;
+    assert_eq!(response.json()["error"]["code"], -32602);
+}
+
+#[sqlx::test(migrations = "../migrations")]
+async fn mutations_over_mcp_use_idempotency_too(pool: PgPool) {
+    let app = TestApp::new(pool).await;
+    let (owner, _ws) = app.owner("alice").await;
+    let input = json!({ "name": "Helper", "idempotencyKey": "mcp-key-0001" });
+    let (_, first) = envelope(&app.tool(&owner.token, None, "svc_agent_create", input.clone()).await);
+    let (_, second) = envelope(&app.tool(&owner.token, None, "svc_agent_create", input).await);
+    assert_eq!(first["data"], second["data"]);
+    assert_eq!(app.count("SELECT count(*) FROM agents").await, 1);
+    let http = app.op("agents/list", &owner.token, None, json!({})).await;
+    assert_eq!(assert_ok("agents/list", &http)["agents"][0], first["data"]["agent"]);
+}
