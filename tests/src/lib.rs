@@ -6,6 +6,8 @@
 //! verifies with, so the two sides are independent implementations.
 
 pub mod http;
+pub mod process;
+pub mod provider;
 
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;

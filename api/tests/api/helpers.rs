@@ -40,7 +40,6 @@ pub struct TestApp {
 /// A signed-up User with an access token.
 #[derive(Clone, Debug)]
 pub struct TestUser {
-    pub subject: String,
     pub token: String,
 }
 
@@ -117,7 +116,7 @@ impl TestApp {
         svc_core::admin::user_setup(&self.pool, ISSUER, subject, &format!("{subject}@example.test"), Some(subject))
             .await
             .expect("user setup");
-        TestUser { subject: subject.to_owned(), token: self.issuer().token(subject) }
+        TestUser { token: self.issuer().token(subject) }
     }
 
     /// Creates a Workspace owned by `user`; returns its id.
@@ -145,7 +144,7 @@ impl TestApp {
     pub async fn concurrently<F, Fut>(&self, n: usize, call: F) -> Vec<TestResponse>
     where
         F: Fn(TestApp, usize) -> Fut,
-        Fut: std::future::Future<Output = TestResponse> + Send + 'static,
+        Fut: Future<Output = TestResponse> + Send + 'static,
     {
         let mut tasks = tokio::task::JoinSet::new();
         for i in 0..n {

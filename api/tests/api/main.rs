@@ -1,6 +1,8 @@
 //! API tests: the real router, in-process, over a fresh PostgreSQL database per
 //! test (`#[sqlx::test]`), so they run in parallel.
 
+#![expect(clippy::unwrap_used, reason = "a test should stop at the first surprise")]
+
 mod agents;
 mod helpers;
 mod http;

@@ -181,7 +181,7 @@ fn authorize(op: &Operation, principal: &Principal, workspace: Option<&Workspace
         }
         Principal::User(_) => {
             if let Some(ws) = workspace
-                && !ws.role.is_some_and(|role| role >= op.min_role)
+                && ws.role.is_none_or(|role| role < op.min_role)
             {
                 return Err(Problem::permission_denied(format!(
                     "This operation needs the {} role in the Workspace.",

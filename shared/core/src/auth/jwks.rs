@@ -84,7 +84,7 @@ fn algorithm_of(jwk: &Jwk) -> Option<Algorithm> {
 
 enum Source {
     File(PathBuf),
-    Discovery { issuer: String, client: HttpClient },
+    Discovery { issuer: String, client: Box<HttpClient> },
 }
 
 type HttpClient = Client<hyper_rustls::HttpsConnector<HttpConnector>, Empty<Bytes>>;
@@ -113,7 +113,11 @@ impl Jwks {
                     .enable_http1()
                     .build();
                 let client = Client::builder(TokioExecutor::new()).build(connector);
-                (Source::Discovery { issuer: issuer.trim_end_matches('/').to_owned(), client }, KeySet::default(), None)
+                (
+                    Source::Discovery { issuer: issuer.trim_end_matches('/').to_owned(), client: Box::new(client) },
+                    KeySet::default(),
+                    None,
+                )
             }
         };
         Ok(Self { source, keys: RwLock::new(Arc::new(keys)), last_fetch: tokio::sync::Mutex::new(last_fetch) })

@@ -1,0 +1,98 @@
+//! Starting the real binaries and watching what they log.
+
+use std::path::PathBuf;
+use std::process::{ExitStatus, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, Command};
+
+/// A workspace binary, next to the test executable's `deps/` folder
+/// (`target/debug/svc-api`).
+pub fn binary(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().expect("the test executable's path");
+    let dir = exe.parent().and_then(|deps| deps.parent()).expect("target/<profile>");
+    let path = dir.join(name);
+    assert!(
+        path.exists(),
+        "{} is missing: build the workspace binaries first (cargo build --workspace)",
+        path.display()
+    );
+    path
+}
+
+/// Runs a command to completion; returns (exit status, stdout, stderr).
+pub async fn run(name: &str, args: &[&str], envs: &[(&str, &str)]) -> (ExitStatus, String, String) {
+    let output = Command::new(binary(name))
+        .args(args)
+        .envs(envs.iter().copied())
+        .env_remove("RUST_LOG")
+        .output()
+        .await
+        .expect("the binary runs");
+    (
+        output.status,
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+/// A running process whose stderr is collected line by line.
+pub struct Spawned {
+    child: Child,
+    lines: Arc<Mutex<Vec<String>>>,
+}
+
+impl Spawned {
+    pub fn start(name: &str, args: &[&str], envs: &[(&str, &str)]) -> Self {
+        let mut child = Command::new(binary(name))
+            .args(args)
+            .envs(envs.iter().copied())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("the binary starts");
+        let lines = Arc::new(Mutex::new(Vec::new()));
+        let stderr = child.stderr.take().expect("piped stderr");
+        let sink = lines.clone();
+        tokio::spawn(async move {
+            let mut reader = BufReader::new(stderr).lines();
+            while let Ok(Some(line)) = reader.next_line().await {
+                sink.lock().expect("the log lock").push(line);
+            }
+        });
+        Self { child, lines }
+    }
+
+    /// Everything logged so far.
+    pub fn logs(&self) -> String {
+        self.lines.lock().expect("the log lock").join("\n")
+    }
+
+    /// Waits (up to 30 s) for a log line containing `needle`, and returns it.
+    pub async fn wait_for(&mut self, needle: &str) -> String {
+        for _ in 0..300 {
+            if let Some(line) = self.lines.lock().expect("the log lock").iter().find(|l| l.contains(needle)) {
+                return line.clone();
+            }
+            if let Ok(Some(status)) = self.child.try_wait() {
+                panic!("the process exited ({status}) before logging {needle:?}:\n{}", self.logs());
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        panic!("no log line with {needle:?} within 30 s:\n{}", self.logs());
+    }
+
+    /// Sends SIGTERM and waits (up to 30 s) for the exit.
+    pub async fn terminate(&mut self) -> ExitStatus {
+        let pid = self.child.id().expect("a running process").to_string();
+        let sent = Command::new("kill").args(["-TERM", &pid]).status().await.expect("kill runs");
+        assert!(sent.success());
+        tokio::time::timeout(Duration::from_secs(30), self.child.wait())
+            .await
+            .expect("the process exits after SIGTERM")
+            .expect("an exit status")
+    }
+}

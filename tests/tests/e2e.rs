@@ -1,0 +1,219 @@
+//! End to end: the real `svc-api` and `svc-worker` binaries against PostgreSQL,
+//! with User tokens signed by a test issuer whose keys are a JWKS file.
+
+use serde_json::{Value, json};
+use sqlx::PgPool;
+use svc_tests::http::HttpClient;
+use svc_tests::process::{Spawned, run};
+use svc_tests::{AUDIENCE, ISSUER, TestIssuer};
+
+/// The URL of the test's own database (created by `#[sqlx::test]`).
+fn database_url(pool: &PgPool) -> String {
+    let options = pool.connect_options();
+    format!(
+        "postgres://{}@{}:{}/{}",
+        options.get_username(),
+        options.get_host(),
+        options.get_port(),
+        options.get_database().expect("a database name")
+    )
+}
+
+/// Runs an operator command and returns the one JSON object it printed.
+async fn admin(database: &str, args: &[&str]) -> Value {
+    let mut full = vec!["admin"];
+    full.extend_from_slice(args);
+    let (status, stdout, stderr) = run("svc-api", &full, &[("DATABASE_URL", database)]).await;
+    assert!(status.success(), "svc-api {args:?} failed: {stderr}");
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines.len(), 1, "one JSON object: {stdout}");
+    serde_json::from_str(lines[0]).expect("JSON on stdout")
+}
+
+/// Starts `svc-api serve` on a free port with the test issuer's JWKS file.
+async fn serve(database: &str) -> (Spawned, String) {
+    let jwks = TestIssuer::shared().jwks_path().to_str().expect("a UTF-8 path").to_owned();
+    serve_with(database, &[("SVC_OIDC_ISSUER", ISSUER), ("SVC_OIDC_JWKS_FILE", jwks.as_str())]).await
+}
+
+/// Starts `svc-api serve` on a free port; returns it and its base URL.
+async fn serve_with(database: &str, oidc: &[(&str, &str)]) -> (Spawned, String) {
+    let mut envs = vec![
+        ("DATABASE_URL", database),
+        ("SVC_BIND", "127.0.0.1:0"),
+        ("SVC_LOG_FORMAT", "json"),
+        ("RUST_LOG", "info"),
+        ("SVC_OIDC_AUDIENCE", AUDIENCE),
+    ];
+    envs.extend_from_slice(oidc);
+    let mut api = Spawned::start("svc-api", &["serve"], &envs);
+    let line = api.wait_for("svc-api listening").await;
+    let log: Value = serde_json::from_str(&line).expect("a JSON log line");
+    let addr = log["fields"]["addr"].as_str().expect("the bound address").to_owned();
+    (api, format!("http://{addr}"))
+}
+
+#[sqlx::test(migrations = false)]
+async fn the_api_binary_serves_users_over_http_and_mcp(pool: PgPool) {
+    let database = database_url(&pool);
+    let (status, stdout, stderr) = run("svc-api", &["migrate"], &[("DATABASE_URL", &database)]).await;
+    assert!(status.success(), "{stderr}");
+    assert_eq!(serde_json::from_str::<Value>(stdout.trim()).unwrap()["migrated"], true);
+    let user = admin(
+        &database,
+        &["user-setup", "--issuer", ISSUER, "--subject", "e2e-alice", "--email", "alice@example.test"],
+    )
+    .await;
+    assert_eq!(user["user"]["setupCompleted"], true);
+
+    let (mut api, base) = serve(&database).await;
+    let client = HttpClient::new(&base);
+    let ready = client.get("/readyz").await;
+    assert_eq!(ready.status, 200, "{}", ready.text());
+    let token = TestIssuer::shared().token("e2e-alice");
+
+    let created = client
+        .post_json("/api/public/operations/workspaces/create", Some(&token), None, &json!({ "name": "E2E" }))
+        .await;
+    assert_eq!(created.status, 200, "{}", created.text());
+    let ws = created.json()["data"]["workspace"]["id"].as_str().unwrap().to_owned();
+    assert_eq!(created.header("x-request-id"), created.json()["meta"]["requestId"].as_str());
+
+    let agent = client
+        .post_json("/api/public/operations/agents/create", Some(&token), Some(&ws), &json!({ "name": "Bot" }))
+        .await;
+    assert_eq!(agent.status, 200, "{}", agent.text());
+    assert_eq!(agent.json()["data"]["agent"]["configuration"]["temperature"], 0.2);
+
+    // Operator commands act on the same database the server reads.
+    let plan = admin(&database, &["plan-set", "--workspace", &ws, "--plan", "expired"]).await;
+    assert_eq!(plan["active"], false);
+    let refused = client.post_json("/api/public/operations/agents/list", Some(&token), Some(&ws), &json!({})).await;
+    assert_eq!(refused.status, 403);
+    assert_eq!(refused.json()["error"]["code"], "entitlement_required");
+
+    // MCP: stateless, straight to tools/call.
+    let rpc = json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": { "name": "svc_identity_status", "arguments": {} } });
+    let auth = format!("Bearer {token}");
+    let mcp = client
+        .send(
+            hyper::Method::POST,
+            "/api/mcp",
+            &[
+                ("authorization", &auth),
+                ("content-type", "application/json"),
+                ("accept", "application/json, text/event-stream"),
+            ],
+            rpc.to_string(),
+        )
+        .await;
+    assert_eq!(mcp.status, 200, "{}", mcp.text());
+    let result = &mcp.json()["result"];
+    assert_eq!(result["structuredContent"]["data"]["status"], "ready");
+    assert_eq!(result["structuredContent"]["data"]["workspace"]["id"], ws);
+    let get = client.get("/api/mcp").await;
+    assert_eq!(get.status, 405);
+
+    let status = api.terminate().await;
+    assert!(status.success(), "clean exit after SIGTERM: {status}\n{}", api.logs());
+    assert!(api.logs().contains("shutting down"));
+    assert!(!api.logs().contains(&token), "tokens are never logged");
+}
+
+#[sqlx::test(migrations = false)]
+async fn operator_commands_print_json_and_fail_loudly(pool: PgPool) {
+    let database = database_url(&pool);
+    assert!(run("svc-api", &["migrate"], &[("DATABASE_URL", &database)]).await.0.success());
+    admin(
+        &database,
+        &["user-setup", "--issuer", ISSUER, "--subject", "owner", "--email", "o@example.test", "--name", "Owner"],
+    )
+    .await;
+    admin(&database, &["user-setup", "--issuer", ISSUER, "--subject", "helper", "--email", "h@example.test"]).await;
+
+    let (mut api, base) = serve(&database).await;
+    let client = HttpClient::new(&base);
+    let token = TestIssuer::shared().token("owner");
+    let created = client
+        .post_json(
+            "/api/public/operations/workspaces/create",
+            Some(&token),
+            None,
+            &json!({ "name": "Ops", "slug": "ops" }),
+        )
+        .await;
+    assert_eq!(created.status, 200, "{}", created.text());
+
+    let member = admin(
+        &database,
+        &["member-add", "--workspace", "ops", "--issuer", ISSUER, "--subject", "helper", "--role", "admin"],
+    )
+    .await;
+    assert_eq!(member["role"], "admin");
+    let archived = admin(&database, &["workspace-archive", "--workspace", "ops"]).await;
+    assert_eq!(archived["workspace"]["status"], "archived");
+    let rename =
+        client.post_json("/api/public/operations/workspaces/rename", Some(&token), None, &json!({ "name": "X" })).await;
+    assert_eq!(rename.json()["error"]["code"], "workspace_archived");
+    let unarchived = admin(&database, &["workspace-unarchive", "--workspace", "ops"]).await;
+    assert_eq!(unarchived["workspace"]["status"], "active");
+    let plan = admin(
+        &database,
+        &["plan-set", "--workspace", "ops", "--plan", "starter", "--limit", "agents=1", "--limit", "api_keys=2"],
+    )
+    .await;
+    assert_eq!((plan["status"].as_str(), plan["limits"]["agents"].as_i64()), (Some("active"), Some(1)));
+    let revoked = admin(&database, &["user-revoke-sessions", "--issuer", ISSUER, "--subject", "owner"]).await;
+    assert!(revoked["user"]["sessionsRevokedAt"].is_i64());
+    let after = client.post_json("/api/public/operations/identity/status", Some(&token), None, &json!({})).await;
+    assert_eq!(after.json()["error"]["code"], "reauthentication_required");
+
+    for bad in [
+        &["plan-set", "--workspace", "ops", "--plan", "platinum"][..],
+        &["plan-set", "--workspace", "nope", "--plan", "pro"],
+        &["plan-set", "--workspace", "ops", "--plan", "pro", "--limit", "robots=3"],
+        &["member-add", "--workspace", "ops", "--issuer", ISSUER, "--subject", "nobody", "--role", "member"],
+        &["member-add", "--workspace", "ops", "--issuer", ISSUER, "--subject", "helper", "--role", "king"],
+        &["user-revoke-sessions", "--issuer", ISSUER, "--subject", "nobody"],
+        &["user-setup", "--issuer", ISSUER, "--subject", "x", "--email", "not-an-email"],
+    ] {
+        let mut args = vec!["admin"];
+        args.extend_from_slice(bad);
+        let (status, stdout, stderr) = run("svc-api", &args, &[("DATABASE_URL", &database)]).await;
+        assert!(!status.success(), "{bad:?} should fail");
+        assert!(stdout.is_empty(), "nothing on stdout for {bad:?}: {stdout}");
+        assert!(!stderr.trim().is_empty(), "a message for {bad:?}");
+    }
+    assert!(api.terminate().await.success());
+}
+
+#[sqlx::test(migrations = false)]
+async fn the_worker_starts_and_stops_cleanly(pool: PgPool) {
+    let database = database_url(&pool);
+    assert!(run("svc-api", &["migrate"], &[("DATABASE_URL", &database)]).await.0.success());
+    let mut worker = Spawned::start("svc-worker", &[], &[("DATABASE_URL", &database), ("RUST_LOG", "info")]);
+    worker.wait_for("svc-worker started").await;
+    let status = worker.terminate().await;
+    assert!(status.success(), "{status}\n{}", worker.logs());
+    assert!(worker.logs().contains("svc-worker stopped"));
+}
+
+#[sqlx::test(migrations = false)]
+async fn the_api_finds_keys_by_oidc_discovery(pool: PgPool) {
+    let database = database_url(&pool);
+    assert!(run("svc-api", &["migrate"], &[("DATABASE_URL", &database)]).await.0.success());
+    let provider = svc_tests::provider::serve(TestIssuer::shared().jwks()).await;
+    let issuer = provider.issuer.clone();
+    admin(&database, &["user-setup", "--issuer", &issuer, "--subject", "disco", "--email", "d@example.test"]).await;
+    let (mut api, base) = serve_with(&database, &[("SVC_OIDC_ISSUER", issuer.as_str())]).await;
+    let mut claims = TestIssuer::claims("disco");
+    claims["iss"] = issuer.clone().into();
+    let token = TestIssuer::shared().sign(svc_tests::Alg::Es256, &claims);
+    let client = HttpClient::new(&base);
+    let status = client.post_json("/api/public/operations/identity/status", Some(&token), None, &json!({})).await;
+    assert_eq!(status.status, 200, "{}", status.text());
+    assert_eq!(status.json()["data"]["user"]["email"], "d@example.test");
+    assert!(provider.requests().contains(&"/.well-known/openid-configuration".to_owned()));
+    assert!(provider.requests().contains(&"/jwks.json".to_owned()));
+    assert!(api.terminate().await.success());
+}
