@@ -1,4 +1,5 @@
--- Users, Workspaces, memberships, Entitlements, Agents and idempotency records.
+-- Users, Workspaces (with their Entitlements), memberships, Agents and
+-- idempotency records.
 -- Identifiers are UUIDv7 (time-ordered); the API shows them with a type prefix.
 
 -- A User is identified by the identity provider's (issuer, subject). Sign-up and
@@ -16,12 +17,20 @@ CREATE TABLE users (
     CONSTRAINT users_identity_key UNIQUE (issuer, subject)
 );
 
+-- A Workspace with its Entitlement (1:1, and read on every request, so kept on
+-- the same row). Status and activity of the Entitlement are derived from the plan
+-- and dates (svc-core `entitlements`); `limit_overrides` holds operator-set limits.
 CREATE TABLE workspaces (
-    id         uuid PRIMARY KEY,
-    name       text NOT NULL CHECK (char_length(name) BETWEEN 1 AND 120),
-    slug       text NOT NULL,
-    status     text NOT NULL DEFAULT 'active' CHECK (status IN ('active', 'archived')),
-    created_at timestamptz NOT NULL DEFAULT now(),
+    id                   uuid PRIMARY KEY,
+    name                 text NOT NULL CHECK (char_length(name) BETWEEN 1 AND 120),
+    slug                 text NOT NULL,
+    status               text NOT NULL DEFAULT 'active' CHECK (status IN ('active', 'archived')),
+    created_at           timestamptz NOT NULL DEFAULT now(),
+    plan                 text NOT NULL CHECK (plan IN ('trial', 'starter', 'pro', 'expired')),
+    trial_end            timestamptz,
+    period_end           timestamptz,
+    cancel_at_period_end boolean NOT NULL DEFAULT false,
+    limit_overrides      jsonb NOT NULL DEFAULT '{}'::jsonb,
     CONSTRAINT workspaces_slug_key UNIQUE (slug)
 );
 
@@ -34,18 +43,6 @@ CREATE TABLE memberships (
 );
 
 CREATE INDEX memberships_workspace_idx ON memberships (workspace_id);
-
--- One row per Workspace. Status and activity are derived from the plan and dates
--- (see svc-core `entitlements`); `limit_overrides` holds operator-set limits.
-CREATE TABLE entitlements (
-    workspace_id         uuid PRIMARY KEY REFERENCES workspaces (id),
-    plan                 text NOT NULL CHECK (plan IN ('trial', 'starter', 'pro', 'expired')),
-    trial_end            timestamptz,
-    period_end           timestamptz,
-    cancel_at_period_end boolean NOT NULL DEFAULT false,
-    limit_overrides      jsonb NOT NULL DEFAULT '{}'::jsonb,
-    updated_at           timestamptz NOT NULL DEFAULT now()
-);
 
 CREATE TABLE agents (
     id               uuid PRIMARY KEY,

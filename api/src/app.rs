@@ -9,10 +9,11 @@ use axum::extract::Request;
 use axum::middleware::{self, Next};
 use axum::response::Response;
 use axum::routing::{any, get};
+use axum::serve::ListenerExt;
 use sqlx::PgPool;
 use svc_contract::{Problem, ProblemCode};
 use svc_core::Service;
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpStream};
 use tokio_util::sync::CancellationToken;
 use tower_http::trace::TraceLayer;
 
@@ -95,6 +96,17 @@ async fn not_found(request: Request) -> Response {
     response::problem(&Problem::new(ProblemCode::ResourceNotFound, "There is nothing at this address."), &id)
 }
 
+/// Accepted connections send small responses at once: without `TCP_NODELAY`,
+/// Nagle's algorithm can hold a response back until the client acknowledges the
+/// previous segment (tens of milliseconds with delayed ACKs).
+pub fn no_delay(listener: TcpListener) -> impl axum::serve::Listener<Io = TcpStream, Addr = SocketAddr> {
+    listener.tap_io(|stream| {
+        if let Err(error) = stream.set_nodelay(true) {
+            tracing::warn!(%error, "could not set TCP_NODELAY");
+        }
+    })
+}
+
 /// A bound, ready-to-run API server.
 pub struct App {
     listener: TcpListener,
@@ -121,7 +133,8 @@ impl App {
     /// the grace period.
     pub async fn run_until(self, stop: impl Future<Output = ()> + Send + 'static) -> anyhow::Result<()> {
         let shutdown = self.shutdown.clone();
-        let server = axum::serve(self.listener, self.router).with_graceful_shutdown(shutdown.clone().cancelled_owned());
+        let server = axum::serve(no_delay(self.listener), self.router)
+            .with_graceful_shutdown(shutdown.clone().cancelled_owned());
         let mut server = tokio::spawn(server.into_future());
         tokio::select! {
             result = &mut server => return Ok(result??),

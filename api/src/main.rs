@@ -31,6 +31,10 @@ enum Command {
     },
 }
 
+/// Request handling allocates many small, short-lived objects across threads.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../migrations");
 
 #[tokio::main]

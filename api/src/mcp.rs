@@ -157,7 +157,10 @@ impl ServerHandler for McpServer {
         let outcome = result.as_ref().err().map(|p| p.code);
         self.state.metrics.record(Surface::Mcp, op, outcome, started.elapsed());
         let result = match result {
-            Ok(reply) => CallToolResult::structured(response::success_body(&reply, &request_id)),
+            Ok(reply) => match serde_json::to_value(response::Envelope::new(&reply, &request_id)) {
+                Ok(envelope) => CallToolResult::structured(envelope),
+                Err(_) => CallToolResult::structured_error(response::problem_body(&Problem::internal(), &request_id)),
+            },
             Err(problem) => CallToolResult::structured_error(response::problem_body(&problem, &request_id)),
         };
         Ok(result.into())

@@ -19,6 +19,10 @@ use crate::app::AppState;
 use crate::metrics::Surface;
 use crate::response::{self, RequestId};
 
+/// Bodies up to this size (declared in `Content-Length`) are read while the
+/// request keeps the connection it authenticated with.
+const SMALL_BODY: u64 = 64 * 1024;
+
 pub fn header_str<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
     headers.get(name).and_then(|v| v.to_str().ok())
 }
@@ -48,12 +52,17 @@ pub async fn handle(
     }
     let started = Instant::now();
     let result = async {
-        let caller = state
-            .service
+        let mut session = state.service.session();
+        let caller = session
             .authenticate(header_str(&headers, header::AUTHORIZATION.as_str()), header_str(&headers, WORKSPACE_HEADER))
             .await?;
-        let input = read_input(body, op.body_limit, &headers).await?;
-        state.service.call(op, &caller, input, &client_hints(&headers)).await
+        let declared = header_str(&headers, header::CONTENT_LENGTH.as_str()).and_then(|v| v.parse::<u64>().ok());
+        if declared.is_none_or(|length| length > SMALL_BODY) {
+            // Do not hold a database connection while a large body trickles in.
+            session.release();
+        }
+        let input = read_input(body, op.body_limit, declared).await?;
+        session.call(op, &caller, input, &client_hints(&headers)).await
     }
     .await;
     state.metrics.record(Surface::Http, op, result.as_ref().err().map(|p| p.code), started.elapsed());
@@ -65,8 +74,7 @@ pub async fn handle(
 
 /// Reads the body up to `limit` bytes (refusing early when `Content-Length`
 /// already says more) and parses it; an empty body is `{}`.
-async fn read_input(body: Body, limit: usize, headers: &HeaderMap) -> Result<Value, Problem> {
-    let declared = header_str(headers, header::CONTENT_LENGTH.as_str()).and_then(|v| v.parse::<u64>().ok());
+async fn read_input(body: Body, limit: usize, declared: Option<u64>) -> Result<Value, Problem> {
     if declared.is_some_and(|length| length > limit as u64) {
         return Err(Problem::body_too_large(limit));
     }

@@ -3,7 +3,8 @@
 
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use serde_json::{Map, Value, json};
+use serde::Serialize;
+use serde_json::{Value, json};
 use svc_contract::{IDEMPOTENT_REPLAYED_HEADER, Problem};
 use svc_core::Reply;
 
@@ -27,14 +28,26 @@ impl Default for RequestId {
     }
 }
 
-/// `{"data": ..., "meta": {"requestId", "nextCursor"?}}`
-pub fn success_body(reply: &Reply, request_id: &RequestId) -> Value {
-    let mut meta = Map::new();
-    meta.insert("requestId".into(), request_id.0.clone().into());
-    if let Some(cursor) = &reply.next_cursor {
-        meta.insert("nextCursor".into(), cursor.clone().into());
+/// `{"data": ..., "meta": {"requestId", "nextCursor"?}}`, serialized straight
+/// from the reply without copying its data.
+#[derive(Serialize)]
+pub struct Envelope<'a> {
+    data: &'a Value,
+    meta: Meta<'a>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Meta<'a> {
+    request_id: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    next_cursor: Option<&'a str>,
+}
+
+impl<'a> Envelope<'a> {
+    pub fn new(reply: &'a Reply, request_id: &'a RequestId) -> Self {
+        Self { data: &reply.data, meta: Meta { request_id: &request_id.0, next_cursor: reply.next_cursor.as_deref() } }
     }
-    json!({ "data": reply.data, "meta": meta })
 }
 
 /// `{"error": {...}, "meta": {"requestId"}}`
@@ -42,7 +55,7 @@ pub fn problem_body(problem: &Problem, request_id: &RequestId) -> Value {
     json!({ "error": problem.to_json(), "meta": { "requestId": request_id.0 } })
 }
 
-fn json_response(status: StatusCode, body: &Value, request_id: &RequestId) -> Response {
+fn json_response(status: StatusCode, body: &impl Serialize, request_id: &RequestId) -> Response {
     let mut response = (status, axum::Json(body)).into_response();
     set_request_id(response.headers_mut(), request_id);
     response
@@ -55,7 +68,7 @@ pub fn set_request_id(headers: &mut HeaderMap, request_id: &RequestId) {
 }
 
 pub fn success(reply: &Reply, request_id: &RequestId) -> Response {
-    let mut response = json_response(StatusCode::OK, &success_body(reply, request_id), request_id);
+    let mut response = json_response(StatusCode::OK, &Envelope::new(reply, request_id), request_id);
     if reply.replayed {
         response.headers_mut().insert(IDEMPOTENT_REPLAYED_HEADER, HeaderValue::from_static("true"));
     }

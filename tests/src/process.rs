@@ -42,6 +42,7 @@ pub async fn run(name: &str, args: &[&str], envs: &[(&str, &str)]) -> (ExitStatu
 pub struct Spawned {
     child: Child,
     lines: Arc<Mutex<Vec<String>>>,
+    reader: Option<tokio::task::JoinHandle<()>>,
 }
 
 impl Spawned {
@@ -57,13 +58,13 @@ impl Spawned {
         let lines = Arc::new(Mutex::new(Vec::new()));
         let stderr = child.stderr.take().expect("piped stderr");
         let sink = lines.clone();
-        tokio::spawn(async move {
+        let reader = tokio::spawn(async move {
             let mut reader = BufReader::new(stderr).lines();
             while let Ok(Some(line)) = reader.next_line().await {
                 sink.lock().expect("the log lock").push(line);
             }
         });
-        Self { child, lines }
+        Self { child, lines, reader: Some(reader) }
     }
 
     /// Everything logged so far.
@@ -85,14 +86,19 @@ impl Spawned {
         panic!("no log line with {needle:?} within 30 s:\n{}", self.logs());
     }
 
-    /// Sends SIGTERM and waits (up to 30 s) for the exit.
+    /// Sends SIGTERM and waits (up to 30 s) for the exit, and for every line it
+    /// logged before it.
     pub async fn terminate(&mut self) -> ExitStatus {
         let pid = self.child.id().expect("a running process").to_string();
         let sent = Command::new("kill").args(["-TERM", &pid]).status().await.expect("kill runs");
         assert!(sent.success());
-        tokio::time::timeout(Duration::from_secs(30), self.child.wait())
+        let status = tokio::time::timeout(Duration::from_secs(30), self.child.wait())
             .await
             .expect("the process exits after SIGTERM")
-            .expect("an exit status")
+            .expect("an exit status");
+        if let Some(reader) = self.reader.take() {
+            let _ = tokio::time::timeout(Duration::from_secs(5), reader).await;
+        }
+        status
     }
 }

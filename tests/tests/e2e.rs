@@ -217,3 +217,90 @@ async fn the_api_finds_keys_by_oidc_discovery(pool: PgPool) {
     assert!(provider.requests().contains(&"/jwks.json".to_owned()));
     assert!(api.terminate().await.success());
 }
+
+/// Create, use, rotate and revoke a Workspace API key over HTTP and MCP against
+/// the real binary logging at `trace`: no secret (nor the User's token) appears
+/// in its logs, and the revoked key is refused on both surfaces.
+#[sqlx::test(migrations = false)]
+async fn api_key_secrets_never_reach_the_logs(pool: PgPool) {
+    let database = database_url(&pool);
+    assert!(run("svc-api", &["migrate"], &[("DATABASE_URL", &database)]).await.0.success());
+    admin(&database, &["user-setup", "--issuer", ISSUER, "--subject", "keeper", "--email", "k@example.test"]).await;
+    let jwks = TestIssuer::shared().jwks_path().to_str().expect("a UTF-8 path").to_owned();
+    let mut api = Spawned::start(
+        "svc-api",
+        &["serve"],
+        &[
+            ("DATABASE_URL", database.as_str()),
+            ("SVC_BIND", "127.0.0.1:0"),
+            ("SVC_LOG_FORMAT", "json"),
+            ("RUST_LOG", "trace"),
+            ("SVC_OIDC_ISSUER", ISSUER),
+            ("SVC_OIDC_AUDIENCE", AUDIENCE),
+            ("SVC_OIDC_JWKS_FILE", jwks.as_str()),
+        ],
+    );
+    let line = api.wait_for("svc-api listening").await;
+    let addr = serde_json::from_str::<Value>(&line).expect("JSON")["fields"]["addr"].as_str().expect("addr").to_owned();
+    let client = HttpClient::new(format!("http://{addr}"));
+    let token = TestIssuer::shared().token("keeper");
+    let op = |path: &'static str, credential: String, body: Value| {
+        let client = client.clone();
+        async move { client.post_json(&format!("/api/public/operations/{path}"), Some(&credential), None, &body).await }
+    };
+    let mcp = |credential: String, tool: &'static str, arguments: Value| {
+        let client = client.clone();
+        async move {
+            let auth = format!("Bearer {credential}");
+            let rpc = json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": { "name": tool, "arguments": arguments } });
+            let headers = [
+                ("authorization", auth.as_str()),
+                ("content-type", "application/json"),
+                ("accept", "application/json, text/event-stream"),
+            ];
+            client.send(hyper::Method::POST, "/api/mcp", &headers, rpc.to_string()).await
+        }
+    };
+    assert_eq!(op("workspaces/create", token.clone(), json!({ "name": "Keys" })).await.status, 200);
+
+    // Create over HTTP and over MCP.
+    let created = op("api-keys/create", token.clone(), json!({ "name": "ci", "preset": "operator" })).await;
+    assert_eq!(created.status, 200, "{}", created.text());
+    let first = created.json()["data"]["secret"].as_str().expect("a secret").to_owned();
+    let first_id = created.json()["data"]["apiKey"]["id"].as_str().expect("an id").to_owned();
+    let over_mcp = mcp(token.clone(), "svc_api_key_create", json!({ "name": "agent", "preset": "read_only" })).await;
+    let second =
+        over_mcp.json()["result"]["structuredContent"]["data"]["secret"].as_str().expect("a secret").to_owned();
+
+    // Use both.
+    assert_eq!(op("agents/list", first.clone(), json!({})).await.status, 200);
+    assert_eq!(mcp(second.clone(), "svc_identity_status", json!({})).await.status, 200);
+
+    // Rotate, then revoke the original.
+    let rotated = op("api-keys/rotate", token.clone(), json!({ "apiKeyId": first_id })).await;
+    assert_eq!(rotated.status, 200, "{}", rotated.text());
+    let third = rotated.json()["data"]["secret"].as_str().expect("a secret").to_owned();
+    assert_eq!(op("agents/list", third.clone(), json!({})).await.status, 200);
+    let revoked = op("api-keys/revoke", token.clone(), json!({ "apiKeyId": first_id, "confirm": true })).await;
+    assert_eq!(revoked.status, 200, "{}", revoked.text());
+
+    // The revoked key is refused on both surfaces.
+    let http = op("agents/list", first.clone(), json!({})).await;
+    assert_eq!((http.status, http.json()["error"]["details"]["reason"].as_str()), (401, Some("api_key_revoked")));
+    let over_mcp = mcp(first.clone(), "svc_identity_status", json!({})).await;
+    assert_eq!(
+        (over_mcp.status, over_mcp.json()["error"]["details"]["reason"].as_str()),
+        (401, Some("api_key_revoked"))
+    );
+    let metrics = client.get("/metrics").await.text();
+
+    assert!(api.terminate().await.success());
+    let logs = api.logs();
+    assert!(logs.lines().count() > 50, "trace logging was on");
+    for secret in [&first, &second, &third, &token] {
+        assert!(!logs.contains(secret.as_str()), "a credential reached the logs");
+        // Nor its random part alone.
+        assert!(!logs.contains(&secret[secret.len() - 20..]), "part of a credential reached the logs");
+        assert!(!metrics.contains(secret.as_str()));
+    }
+}

@@ -140,6 +140,19 @@ impl TestApp {
         response.json()["data"]["agent"]["id"].as_str().expect("an id").to_owned()
     }
 
+    /// Creates a Workspace API key with the given input (`preset` or `scopes`);
+    /// returns its id and secret.
+    pub async fn api_key(&self, admin: &TestUser, workspace: &str, input: Value) -> (String, String) {
+        let mut input = input;
+        input["name"] = input.get("name").cloned().unwrap_or_else(|| json!("test key"));
+        let response = self.op("api-keys/create", &admin.token, Some(workspace), input).await;
+        let data = assert_ok("api-keys/create", &response);
+        (
+            data["apiKey"]["id"].as_str().expect("an id").to_owned(),
+            data["secret"].as_str().expect("a secret").to_owned(),
+        )
+    }
+
     /// Runs `n` calls at once (each on its own task) and returns their responses.
     pub async fn concurrently<F, Fut>(&self, n: usize, call: F) -> Vec<TestResponse>
     where

@@ -4,6 +4,7 @@
 #![expect(clippy::unwrap_used, reason = "a test should stop at the first surprise")]
 
 mod agents;
+mod api_keys;
 mod helpers;
 mod http;
 mod idempotency;

@@ -303,7 +303,7 @@ async fn plans_set_by_operators(pool: PgPool) {
     let e = entitlement().await;
     assert_eq!((e["status"].as_str(), e["active"].as_bool()), (Some("expired"), Some(false)));
     // A trial past its end is expired too.
-    sqlx::query("UPDATE entitlements SET plan = 'trial', trial_end = now() - interval '1 second'")
+    sqlx::query("UPDATE workspaces SET plan = 'trial', trial_end = now() - interval '1 second'")
         .execute(&app.pool)
         .await
         .unwrap();

@@ -8,8 +8,15 @@ use tracing_subscriber::EnvFilter;
 
 /// Logs to stderr, filtered by `RUST_LOG` (default `info`), as text or, with
 /// `SVC_LOG_FORMAT=json`, one JSON object per line.
+///
+/// rmcp logs whole JSON-RPC messages at `debug` and `trace`, and a tool result can
+/// carry a secret shown once (`api_key.create`): its level is capped at `info`,
+/// whatever `RUST_LOG` says, so no setting writes a credential to the logs.
 pub fn init_logging() {
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let mut filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    if let Ok(cap) = "rmcp=info".parse() {
+        filter = filter.add_directive(cap);
+    }
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(ansi);
     let json = std::env::var("SVC_LOG_FORMAT").is_ok_and(|f| f.eq_ignore_ascii_case("json"));

@@ -3,14 +3,15 @@
 //! state and Entitlement, then run the handler with idempotency.
 
 use serde_json::{Map, Value};
-use sqlx::PgPool;
+use sqlx::pool::PoolConnection;
+use sqlx::{PgConnection, PgPool, Postgres};
 use svc_contract::identity::SecretLocation;
-use svc_contract::{AuthKind, Operation, Problem, ProblemCode, WorkspaceRequirement};
+use svc_contract::{AuthKind, Operation, Problem, ProblemCode, Scope, WorkspaceRequirement};
 use time::OffsetDateTime;
 
 use crate::auth::jwt::JwtVerifier;
-use crate::auth::{self, Credential};
-use crate::caller::{Caller, Principal, Selection, User, WorkspaceContext};
+use crate::auth::{self, Credential, api_key};
+use crate::caller::{Caller, KeyHolder, Principal, Selection, User, WorkspaceContext};
 use crate::config::CoreConfig;
 use crate::error::Error;
 use crate::ops;
@@ -57,10 +58,61 @@ impl Service {
         &self.config
     }
 
+    /// A session for one request: see [`Session`].
+    pub fn session(&self) -> Session<'_> {
+        Session { service: self, conn: None }
+    }
+
     /// Checks the bearer credential of a request and resolves its Workspace
     /// selection (`Svc-Workspace`), which [`Service::call`] requires only for
     /// operations that need a Workspace.
     pub async fn authenticate(&self, authorization: Option<&str>, workspace: Option<&str>) -> Result<Caller, Problem> {
+        self.session().authenticate(authorization, workspace).await
+    }
+
+    /// Runs one operation for an authenticated caller. `input` is the request's
+    /// JSON object (an empty body is `{}`).
+    pub async fn call(
+        &self,
+        op: &'static Operation,
+        caller: &Caller,
+        input: Value,
+        client: &ClientHints,
+    ) -> Result<Reply, Problem> {
+        self.session().call(op, caller, input, client).await
+    }
+}
+
+/// One request's use of the service. It takes a pooled database connection when
+/// it first needs one and keeps it, so authentication and the call that follows
+/// share it; [`Session::release`] hands it back early (before a slow upload).
+pub struct Session<'a> {
+    service: &'a Service,
+    conn: Option<PoolConnection<Postgres>>,
+}
+
+impl Session<'_> {
+    async fn conn(&mut self) -> crate::error::Result<&mut PgConnection> {
+        if self.conn.is_none() {
+            self.conn = Some(self.service.pool.acquire().await?);
+        }
+        match &mut self.conn {
+            Some(conn) => Ok(&mut **conn),
+            None => Err(Error::internal("no connection after acquiring one")),
+        }
+    }
+
+    /// Returns the connection to the pool; the next step takes one again.
+    pub fn release(&mut self) {
+        self.conn = None;
+    }
+
+    /// See [`Service::authenticate`].
+    pub async fn authenticate(
+        &mut self,
+        authorization: Option<&str>,
+        workspace: Option<&str>,
+    ) -> Result<Caller, Problem> {
         let selector = Selector::parse(workspace);
         match auth::parse_bearer(authorization)? {
             Credential::Jwt(token) => self.authenticate_user(token, &selector).await,
@@ -69,18 +121,16 @@ impl Service {
         .map_err(Error::into_problem)
     }
 
-    async fn authenticate_user(&self, token: &str, selector: &Selector) -> crate::error::Result<Caller> {
-        let verifier = self.jwt.as_ref().ok_or_else(|| {
+    async fn authenticate_user(&mut self, token: &str, selector: &Selector) -> crate::error::Result<Caller> {
+        let verifier = self.service.jwt.as_ref().ok_or_else(|| {
             Problem::new(ProblemCode::AuthenticationRequired, "User sessions are not configured on this server.")
                 .with_detail("reason", "sessions_disabled")
         })?;
+        // Verified before a connection is taken: a key fetch may be slow.
         let token = verifier.verify(token).await?;
-        let mut conn = self.pool.acquire().await?;
-        let found =
-            crate::store::callers::user_with_workspaces(&mut conn, &token.issuer, &token.subject, selector).await?;
-        let Some((user, mut workspaces)) = found else {
-            return Err(setup_required().into());
-        };
+        let conn = self.conn().await?;
+        let found = crate::store::callers::user_with_workspaces(conn, &token.issuer, &token.subject, selector).await?;
+        let Some((user, mut workspaces)) = found else { return Err(setup_required().into()) };
         if let Some(revoked) = user.sessions_revoked_at {
             // Tokens issued at or before the second of revocation are void.
             if token.issued_at.is_none_or(|iat| iat <= revoked.unix_timestamp()) {
@@ -105,22 +155,52 @@ impl Service {
         Ok(Caller { principal, selection })
     }
 
-    async fn authenticate_key(&self, _secret: &str, _selector: &Selector) -> crate::error::Result<Caller> {
-        Err(Problem::new(ProblemCode::AuthenticationRequired, "The API key is not valid.")
-            .with_detail("reason", "unknown_api_key")
-            .into())
+    async fn authenticate_key(&mut self, secret: &str, selector: &Selector) -> crate::error::Result<Caller> {
+        let unknown = || {
+            Problem::new(ProblemCode::AuthenticationRequired, "The API key is not valid.")
+                .with_detail("reason", "unknown_api_key")
+        };
+        let public_id = api_key::public_id(secret).ok_or_else(unknown)?;
+        let conn = self.conn().await?;
+        let (key, workspace) = crate::store::callers::key_with_workspace(conn, public_id).await?.ok_or_else(unknown)?;
+        if !api_key::matches(secret, &key.secret_hash) {
+            return Err(unknown().into());
+        }
+        if key.revoked_at.is_some() {
+            return Err(Problem::new(
+                ProblemCode::AuthenticationRequired,
+                "The API key was revoked; a Workspace Admin can create a new one.",
+            )
+            .with_detail("reason", "api_key_revoked")
+            .into());
+        }
+        let stale = key.last_used_at.is_none_or(|at| OffsetDateTime::now_utc() - at >= time::Duration::MINUTE);
+        if stale {
+            crate::store::api_keys::touch(conn, key.id).await?;
+        }
+        let selection = if selector.is_given() && !selector.names(workspace.id, &workspace.slug) {
+            Selection::Foreign
+        } else {
+            Selection::Selected(Box::new(WorkspaceContext::from_row(workspace)))
+        };
+        let principal = Principal::ApiKey(KeyHolder {
+            id: key.id,
+            key_prefix: api_key::key_prefix(&key.public_id),
+            scopes: key.scopes.iter().filter_map(|s| Scope::parse(s)).collect(),
+        });
+        Ok(Caller { principal, selection })
     }
 
-    /// Runs one operation for an authenticated caller. `input` is the request's
-    /// JSON object (an empty body is `{}`).
+    /// See [`Service::call`].
     pub async fn call(
-        &self,
+        &mut self,
         op: &'static Operation,
         caller: &Caller,
         mut input: Value,
         client: &ClientHints,
     ) -> Result<Reply, Problem> {
-        self.validators.check(op, &input)?;
+        let service = self.service;
+        service.validators.check(op, &input)?;
         let idempotency_key = take_idempotency_key(op, &mut input);
         let workspace = match op.workspace {
             WorkspaceRequirement::Required => Some(caller.selection.required()?),
@@ -141,8 +221,9 @@ impl Service {
                 .with_detail("status", ws.entitlement.status(now)));
             }
         }
-        let ctx = ops::Ctx { service: self, caller, workspace, client, now };
-        ops::dispatch(&ctx, op, input, idempotency_key).await.map_err(Error::into_problem)
+        let ctx = ops::Ctx { service, caller, workspace, client, now };
+        let conn = self.conn().await.map_err(Error::into_problem)?;
+        ops::dispatch(&ctx, conn, op, input, idempotency_key).await.map_err(Error::into_problem)
     }
 }
 

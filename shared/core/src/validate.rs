@@ -35,8 +35,12 @@ impl Validators {
     /// cannot state; otherwise `invalid_request` with every issue.
     pub fn check(&self, op: &Operation, input: &Value) -> Result<(), Problem> {
         let (schema, validator) = &self.by_operation[op.op as usize];
+        let extra = content_size_issues(op.op, input);
+        if extra.is_empty() && validator.is_valid(input) {
+            return Ok(());
+        }
         let mut issues: Vec<Issue> = validator.iter_errors(input).flat_map(|e| issues_of(schema, &e)).collect();
-        for extra in content_size_issues(op.op, input) {
+        for extra in extra {
             // A content already over `maxLength` needs no second sentence.
             if !issues.iter().any(|i| i.path == extra.path) {
                 issues.push(extra);

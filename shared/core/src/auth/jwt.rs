@@ -1,12 +1,18 @@
 //! User sessions: OAuth access tokens that are JWTs from the configured OpenID
 //! Connect issuer (contract §3).
 
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
 use jsonwebtoken::errors::ErrorKind;
 use jsonwebtoken::{Algorithm, Validation};
 use serde::Deserialize;
+use sha2::{Digest, Sha256};
 use svc_contract::{Problem, ProblemCode};
 
 use super::jwks::Jwks;
+use time::OffsetDateTime;
+
 use crate::config::OidcConfig;
 
 /// Accepted clock skew for `exp` and `nbf`, in seconds.
@@ -35,6 +41,45 @@ pub struct JwtVerifier {
     jwks: Jwks,
     validation_rs256: Validation,
     validation_es256: Validation,
+    verified: VerifiedCache,
+}
+
+/// Tokens whose signature and claims were checked, by the SHA-256 of the token.
+///
+/// A signature cannot become invalid, so re-checking it on every request of a
+/// session is wasted work (an RSA verification and a key set-up per call); only
+/// the expiry is checked again. Revocation is not decided here: it is read from
+/// the database on every request.
+struct VerifiedCache {
+    entries: Mutex<HashMap<[u8; 32], Arc<VerifiedToken>>>,
+}
+
+/// Most tokens remembered; when full, expired ones are dropped, then all.
+const CACHE_CAPACITY: usize = 10_000;
+
+impl VerifiedCache {
+    fn get(&self, digest: &[u8; 32], now: i64) -> Option<Arc<VerifiedToken>> {
+        let mut entries = self.entries.lock().ok()?;
+        let token = entries.get(digest)?.clone();
+        if token.expires_at + LEEWAY_SECS as i64 > now {
+            Some(token)
+        } else {
+            entries.remove(digest);
+            None
+        }
+    }
+
+    fn put(&self, digest: [u8; 32], token: Arc<VerifiedToken>, now: i64) {
+        if let Ok(mut entries) = self.entries.lock() {
+            if entries.len() >= CACHE_CAPACITY {
+                entries.retain(|_, t| t.expires_at + LEEWAY_SECS as i64 > now);
+                if entries.len() >= CACHE_CAPACITY {
+                    entries.clear();
+                }
+            }
+            entries.insert(digest, token);
+        }
+    }
 }
 
 fn rejected(reason: &'static str) -> Problem {
@@ -56,12 +101,24 @@ impl JwtVerifier {
             jwks: Jwks::new(&config.issuer, &config.jwks)?,
             validation_rs256: validation(Algorithm::RS256),
             validation_es256: validation(Algorithm::ES256),
+            verified: VerifiedCache { entries: Mutex::new(HashMap::new()) },
         })
     }
 
     /// Checks signature, issuer, audience, `exp` and `nbf`. An expired token is
     /// `reauthentication_required`; any other failure `authentication_required`.
-    pub async fn verify(&self, token: &str) -> Result<VerifiedToken, Problem> {
+    pub async fn verify(&self, token: &str) -> Result<Arc<VerifiedToken>, Problem> {
+        let digest: [u8; 32] = Sha256::digest(token.as_bytes()).into();
+        let now = OffsetDateTime::now_utc().unix_timestamp();
+        if let Some(verified) = self.verified.get(&digest, now) {
+            return Ok(verified);
+        }
+        let verified = Arc::new(self.verify_uncached(token).await?);
+        self.verified.put(digest, verified.clone(), now);
+        Ok(verified)
+    }
+
+    async fn verify_uncached(&self, token: &str) -> Result<VerifiedToken, Problem> {
         let header = jsonwebtoken::decode_header(token).map_err(|_| rejected("malformed_token"))?;
         let validation = match header.alg {
             Algorithm::RS256 => &self.validation_rs256,

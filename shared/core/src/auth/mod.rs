@@ -1,5 +1,6 @@
 //! Who is calling: bearer credentials, User sessions and Workspace API keys.
 
+pub mod api_key;
 pub mod jwks;
 pub mod jwt;
 

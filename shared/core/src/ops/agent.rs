@@ -10,8 +10,8 @@ use svc_contract::schema::True;
 
 use super::{Ctx, Handler, Page};
 use crate::entitlements::LimitKey;
-use crate::error::{Error, Result};
-use crate::ids::{AgentId, WorkspaceId};
+use crate::error::Result;
+use crate::ids::AgentId;
 use crate::store::agents::{AgentRow, NewAgent};
 use crate::{cursor, slug, store};
 
@@ -96,26 +96,10 @@ impl Handler for Create {
                         .with_detail("slug", slug.as_str())
                 })?
             }
-            None => insert_with_derived_slug(conn, ws.id, agent).await?,
+            None => store::insert_with_free_slug(conn, &agent, &slug::derive(&input.name, "agent")).await?,
         };
         Ok(AgentOutput { agent: row.into() })
     }
-}
-
-async fn insert_with_derived_slug(
-    conn: &mut PgConnection,
-    workspace: WorkspaceId,
-    agent: NewAgent<'_>,
-) -> Result<AgentRow> {
-    let base = slug::derive(agent.name, "agent");
-    for _ in 0..10 {
-        let taken = store::agents::slugs_like(conn, workspace, &base).await?;
-        let candidate = store::free_candidate(&base, &taken);
-        if let Some(row) = store::agents::insert(conn, &NewAgent { slug: &candidate, ..agent.clone() }).await? {
-            return Ok(row);
-        }
-    }
-    Err(Error::internal(format!("no free Agent slug derived from `{base}` after 10 attempts")))
 }
 
 pub(crate) struct Configure;

@@ -5,6 +5,7 @@
 //! Mutations run in a transaction together with their idempotency record.
 
 mod agent;
+mod api_key;
 mod identity;
 mod workspace;
 
@@ -13,7 +14,7 @@ use std::future::Future;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
-use sqlx::PgConnection;
+use sqlx::{Connection, PgConnection};
 use svc_contract::{Issue, Operation, OperationId, Problem, ProblemCode};
 use time::OffsetDateTime;
 
@@ -90,27 +91,34 @@ respond_with_data!(
     out::workspace::EntitlementsInspectOutput,
     out::agent::AgentOutput,
     out::agent::DeleteOutput,
+    out::api_key::SecretOutput,
+    out::api_key::ApiKeyOutput,
 );
 
 pub(crate) async fn dispatch(
     ctx: &Ctx<'_>,
+    conn: &mut PgConnection,
     op: &'static Operation,
     input: Value,
     key: Option<String>,
 ) -> Result<Reply> {
     use OperationId::*;
     match op.op {
-        IdentityStatus => read::<identity::Status>(ctx, input).await,
-        WorkspaceList => read::<workspace::List>(ctx, input).await,
-        WorkspaceInspect => read::<workspace::Inspect>(ctx, input).await,
-        WorkspaceCreate => mutate::<workspace::Create>(ctx, op, input, key).await,
-        WorkspaceRename => mutate::<workspace::Rename>(ctx, op, input, key).await,
-        WorkspaceEntitlementsInspect => read::<workspace::EntitlementsInspect>(ctx, input).await,
-        AgentList => read::<agent::List>(ctx, input).await,
-        AgentInspect => read::<agent::Inspect>(ctx, input).await,
-        AgentCreate => mutate::<agent::Create>(ctx, op, input, key).await,
-        AgentConfigure => mutate::<agent::Configure>(ctx, op, input, key).await,
-        AgentDelete => mutate::<agent::Delete>(ctx, op, input, key).await,
+        IdentityStatus => read::<identity::Status>(ctx, conn, input).await,
+        WorkspaceList => read::<workspace::List>(ctx, conn, input).await,
+        WorkspaceInspect => read::<workspace::Inspect>(ctx, conn, input).await,
+        WorkspaceCreate => mutate::<workspace::Create>(ctx, conn, op, input, key).await,
+        WorkspaceRename => mutate::<workspace::Rename>(ctx, conn, op, input, key).await,
+        WorkspaceEntitlementsInspect => read::<workspace::EntitlementsInspect>(ctx, conn, input).await,
+        AgentList => read::<agent::List>(ctx, conn, input).await,
+        AgentInspect => read::<agent::Inspect>(ctx, conn, input).await,
+        AgentCreate => mutate::<agent::Create>(ctx, conn, op, input, key).await,
+        AgentConfigure => mutate::<agent::Configure>(ctx, conn, op, input, key).await,
+        AgentDelete => mutate::<agent::Delete>(ctx, conn, op, input, key).await,
+        ApiKeyList => read::<api_key::List>(ctx, conn, input).await,
+        ApiKeyCreate => mutate::<api_key::Create>(ctx, conn, op, input, key).await,
+        ApiKeyRotate => mutate::<api_key::Rotate>(ctx, conn, op, input, key).await,
+        ApiKeyRevoke => mutate::<api_key::Revoke>(ctx, conn, op, input, key).await,
         _ => Err(Problem::new(ProblemCode::InternalError, format!("`{}` is not available on this server yet.", op.id))
             .with_detail("reason", "not_implemented")
             .into()),
@@ -124,17 +132,22 @@ fn parse<T: DeserializeOwned>(input: Value) -> Result<T> {
         .map_err(|e| Problem::schema_violation(vec![Issue { path: String::new(), message: e.to_string() }]).into())
 }
 
-async fn read<H: Handler>(ctx: &Ctx<'_>, input: Value) -> Result<Reply> {
+async fn read<H: Handler>(ctx: &Ctx<'_>, conn: &mut PgConnection, input: Value) -> Result<Reply> {
     let input = parse::<H::Input>(input)?;
-    let mut conn = ctx.service.pool.acquire().await?;
-    H::handle(ctx, &mut conn, input).await?.respond()
+    H::handle(ctx, conn, input).await?.respond()
 }
 
-async fn mutate<H: Handler>(ctx: &Ctx<'_>, op: &'static Operation, input: Value, key: Option<String>) -> Result<Reply> {
+async fn mutate<H: Handler>(
+    ctx: &Ctx<'_>,
+    conn: &mut PgConnection,
+    op: &'static Operation,
+    input: Value,
+    key: Option<String>,
+) -> Result<Reply> {
     let workspace = ctx.workspace.map(|w| w.id);
     let key = key.map(|k| IdempotencyKey::new(ctx.caller.principal.uuid(), k, op.id, workspace, &input));
     let input = parse::<H::Input>(input)?;
-    let mut tx = ctx.service.pool.begin().await?;
+    let mut tx = conn.begin().await?;
     if let Some(key) = &key
         && let Claim::Replay(data) = key.claim(&mut tx).await?
     {

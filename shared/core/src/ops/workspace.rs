@@ -13,7 +13,7 @@ use crate::caller::Principal;
 use crate::entitlements::TRIAL_LENGTH;
 use crate::error::{Error, Result};
 use crate::ids::WorkspaceId;
-use crate::store::workspaces::WorkspaceRow;
+use crate::store::workspaces::{NewWorkspace, WorkspaceRow};
 use crate::timestamp::millis;
 use crate::{cursor, slug, store};
 
@@ -67,15 +67,14 @@ impl Handler for Create {
 
     async fn handle(ctx: &Ctx<'_>, conn: &mut PgConnection, input: CreateInput) -> Result<WorkspaceOutput> {
         let owner = user_id(ctx)?;
-        let id = WorkspaceId::new();
+        let new = NewWorkspace { id: WorkspaceId::new(), name: &input.name, trial_end: ctx.now + TRIAL_LENGTH };
         let row = match &input.slug {
-            Some(slug) => {
-                store::workspaces::insert(conn, id, &input.name, slug).await?.ok_or_else(|| slug_taken(slug))?
-            }
-            None => insert_with_derived_slug(conn, id, &input.name).await?,
+            Some(slug) => store::workspaces::insert(conn, new.id, new.name, slug, new.trial_end)
+                .await?
+                .ok_or_else(|| slug_taken(slug))?,
+            None => store::insert_with_free_slug(conn, &new, &slug::derive(&input.name, "workspace")).await?,
         };
         store::workspaces::set_member(conn, row.id, owner, Role::Owner.as_str()).await?;
-        store::entitlements::insert_trial(conn, row.id, ctx.now + TRIAL_LENGTH).await?;
         Ok(WorkspaceOutput { workspace: resource(WorkspaceRow { role: Some(Role::Owner.as_str().to_owned()), ..row }) })
     }
 }
@@ -83,20 +82,6 @@ impl Handler for Create {
 fn slug_taken(slug: &str) -> svc_contract::Problem {
     svc_contract::Problem::invalid("slug_taken", format!("The slug `{slug}` is already taken."))
         .with_detail("slug", slug)
-}
-
-/// Derived slugs get `-2`, `-3`, ... when taken; a concurrent create that wins
-/// the race for a candidate just moves us to the next one.
-async fn insert_with_derived_slug(conn: &mut PgConnection, id: WorkspaceId, name: &str) -> Result<WorkspaceRow> {
-    let base = slug::derive(name, "workspace");
-    for _ in 0..10 {
-        let taken = store::workspaces::slugs_like(conn, &base).await?;
-        let candidate = store::free_candidate(&base, &taken);
-        if let Some(row) = store::workspaces::insert(conn, id, name, &candidate).await? {
-            return Ok(row);
-        }
-    }
-    Err(Error::internal(format!("no free slug derived from `{base}` after 10 attempts")))
 }
 
 pub(crate) struct Rename;

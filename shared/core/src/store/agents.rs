@@ -29,7 +29,7 @@ pub struct NewAgent<'a> {
 }
 
 /// Inserts an Agent; `None` when a live Agent of the Workspace has the slug.
-#[tracing::instrument(skip(conn, agent), fields(id = %agent.id))]
+#[tracing::instrument(level = "debug", skip(conn, agent), fields(id = %agent.id))]
 pub async fn insert(conn: &mut PgConnection, agent: &NewAgent<'_>) -> sqlx::Result<Option<AgentRow>> {
     sqlx::query_as!(
         AgentRow,
@@ -52,8 +52,20 @@ pub async fn insert(conn: &mut PgConnection, agent: &NewAgent<'_>) -> sqlx::Resu
     .await
 }
 
+impl super::Slugged for NewAgent<'_> {
+    type Row = AgentRow;
+
+    async fn insert(&self, conn: &mut PgConnection, slug: &str) -> sqlx::Result<Option<AgentRow>> {
+        insert(conn, &NewAgent { slug, ..self.clone() }).await
+    }
+
+    async fn slugs_like(&self, conn: &mut PgConnection, base: &str) -> sqlx::Result<Vec<String>> {
+        slugs_like(conn, self.workspace_id, base).await
+    }
+}
+
 /// Live slugs of the Workspace equal to `base` or of the form `base-N`.
-#[tracing::instrument(skip(conn))]
+#[tracing::instrument(level = "debug", skip(conn))]
 pub async fn slugs_like(conn: &mut PgConnection, workspace: WorkspaceId, base: &str) -> sqlx::Result<Vec<String>> {
     sqlx::query_scalar!(
         r#"SELECT slug FROM agents
@@ -65,7 +77,7 @@ pub async fn slugs_like(conn: &mut PgConnection, workspace: WorkspaceId, base: &
     .await
 }
 
-#[tracing::instrument(skip(conn))]
+#[tracing::instrument(level = "debug", skip(conn))]
 pub async fn get(conn: &mut PgConnection, workspace: WorkspaceId, id: AgentId) -> sqlx::Result<Option<AgentRow>> {
     sqlx::query_as!(
         AgentRow,
@@ -82,7 +94,7 @@ pub async fn get(conn: &mut PgConnection, workspace: WorkspaceId, id: AgentId) -
 }
 
 /// One page of live Agents, oldest first, after `after`.
-#[tracing::instrument(skip(conn))]
+#[tracing::instrument(level = "debug", skip(conn))]
 pub async fn list(
     conn: &mut PgConnection,
     workspace: WorkspaceId,
@@ -108,7 +120,7 @@ pub async fn list(
 }
 
 /// Writes an Agent's configurable fields; `None` when it does not exist (live).
-#[tracing::instrument(skip(conn, agent), fields(id = %agent.id))]
+#[tracing::instrument(level = "debug", skip(conn, agent), fields(id = %agent.id))]
 pub async fn update(conn: &mut PgConnection, agent: &AgentRow) -> sqlx::Result<Option<AgentRow>> {
     sqlx::query_as!(
         AgentRow,
@@ -130,7 +142,7 @@ pub async fn update(conn: &mut PgConnection, agent: &AgentRow) -> sqlx::Result<O
 }
 
 /// Reads a live Agent and locks it until the transaction ends.
-#[tracing::instrument(skip(conn))]
+#[tracing::instrument(level = "debug", skip(conn))]
 pub async fn lock(conn: &mut PgConnection, workspace: WorkspaceId, id: AgentId) -> sqlx::Result<Option<AgentRow>> {
     sqlx::query_as!(
         AgentRow,
@@ -148,7 +160,7 @@ pub async fn lock(conn: &mut PgConnection, workspace: WorkspaceId, id: AgentId) 
 }
 
 /// Soft-deletes a live Agent; `false` when there was none.
-#[tracing::instrument(skip(conn))]
+#[tracing::instrument(level = "debug", skip(conn))]
 pub async fn soft_delete(conn: &mut PgConnection, workspace: WorkspaceId, id: AgentId) -> sqlx::Result<bool> {
     let done = sqlx::query!(
         "UPDATE agents SET deleted_at = now() WHERE id = $1 AND workspace_id = $2 AND deleted_at IS NULL",

@@ -1,4 +1,4 @@
-//! Entitlement rows and the usage they are measured against.
+//! Entitlements (kept on the Workspace row) and the usage they are measured against.
 
 use serde_json::Value;
 use sqlx::PgConnection;
@@ -7,28 +7,12 @@ use time::OffsetDateTime;
 use crate::entitlements::{Entitlement, LimitKey};
 use crate::ids::WorkspaceId;
 
-#[tracing::instrument(skip(conn))]
-pub async fn insert_trial(
-    conn: &mut PgConnection,
-    workspace: WorkspaceId,
-    trial_end: OffsetDateTime,
-) -> sqlx::Result<()> {
-    sqlx::query!(
-        "INSERT INTO entitlements (workspace_id, plan, trial_end) VALUES ($1, 'trial', $2)",
-        workspace as WorkspaceId,
-        trial_end,
-    )
-    .execute(conn)
-    .await?;
-    Ok(())
-}
-
 async fn fetch(conn: &mut PgConnection, workspace: WorkspaceId, for_update: bool) -> sqlx::Result<Entitlement> {
     // Two statements rather than string-built SQL, so both stay compile-checked.
     let row = if for_update {
         sqlx::query!(
             r#"SELECT plan, trial_end, period_end, cancel_at_period_end, limit_overrides
-               FROM entitlements WHERE workspace_id = $1 FOR UPDATE"#,
+               FROM workspaces WHERE id = $1 FOR UPDATE"#,
             workspace as WorkspaceId,
         )
         .fetch_one(conn)
@@ -37,7 +21,7 @@ async fn fetch(conn: &mut PgConnection, workspace: WorkspaceId, for_update: bool
     } else {
         sqlx::query!(
             r#"SELECT plan, trial_end, period_end, cancel_at_period_end, limit_overrides
-               FROM entitlements WHERE workspace_id = $1"#,
+               FROM workspaces WHERE id = $1"#,
             workspace as WorkspaceId,
         )
         .fetch_one(conn)
@@ -47,19 +31,19 @@ async fn fetch(conn: &mut PgConnection, workspace: WorkspaceId, for_update: bool
     Ok(Entitlement::from_row(&row.0, row.1, row.2, row.3, &row.4))
 }
 
-#[tracing::instrument(skip(conn))]
+#[tracing::instrument(level = "debug", skip(conn))]
 pub async fn get(conn: &mut PgConnection, workspace: WorkspaceId) -> sqlx::Result<Entitlement> {
     fetch(conn, workspace, false).await
 }
 
-/// Reads the Entitlement and locks it until the transaction ends, so concurrent
-/// mutations that consume a limit are counted one after another.
-#[tracing::instrument(skip(conn))]
+/// Reads the Entitlement and locks its Workspace row until the transaction ends,
+/// so concurrent mutations that consume a limit are counted one after another.
+#[tracing::instrument(level = "debug", skip(conn))]
 pub async fn lock(conn: &mut PgConnection, workspace: WorkspaceId) -> sqlx::Result<Entitlement> {
     fetch(conn, workspace, true).await
 }
 
-#[tracing::instrument(skip(conn))]
+#[tracing::instrument(level = "debug", skip(conn))]
 pub async fn set_plan(
     conn: &mut PgConnection,
     workspace: WorkspaceId,
@@ -70,10 +54,9 @@ pub async fn set_plan(
 ) -> sqlx::Result<bool> {
     let updated = sqlx::query!(
         r#"
-        UPDATE entitlements
-        SET plan = $2, trial_end = $3, period_end = $4, cancel_at_period_end = false,
-            limit_overrides = $5, updated_at = now()
-        WHERE workspace_id = $1
+        UPDATE workspaces
+        SET plan = $2, trial_end = $3, period_end = $4, cancel_at_period_end = false, limit_overrides = $5
+        WHERE id = $1
         "#,
         workspace as WorkspaceId,
         plan,
@@ -113,13 +96,16 @@ impl Usage {
     }
 }
 
-#[tracing::instrument(skip(conn))]
+#[tracing::instrument(level = "debug", skip(conn))]
 pub async fn usage(conn: &mut PgConnection, workspace: WorkspaceId) -> sqlx::Result<Usage> {
-    let agents = sqlx::query_scalar!(
-        r#"SELECT count(*) AS "count!" FROM agents WHERE workspace_id = $1 AND deleted_at IS NULL"#,
+    let row = sqlx::query!(
+        r#"
+        SELECT (SELECT count(*) FROM agents WHERE workspace_id = $1 AND deleted_at IS NULL) AS "agents!",
+               (SELECT count(*) FROM api_keys WHERE workspace_id = $1 AND revoked_at IS NULL) AS "api_keys!"
+        "#,
         workspace as WorkspaceId,
     )
     .fetch_one(conn)
     .await?;
-    Ok(Usage { agents: agents as u64, ..Usage::default() })
+    Ok(Usage { agents: row.agents as u64, api_keys: row.api_keys as u64, ..Usage::default() })
 }

@@ -15,12 +15,12 @@ pub struct RecordRow {
 
 /// Takes a transaction-scoped lock on `key` without waiting; `false` when
 /// another transaction holds it.
-#[tracing::instrument(skip(conn))]
+#[tracing::instrument(level = "debug", skip(conn))]
 pub async fn try_lock(conn: &mut PgConnection, key: i64) -> sqlx::Result<bool> {
     sqlx::query_scalar!(r#"SELECT pg_try_advisory_xact_lock($1) AS "locked!""#, key).fetch_one(conn).await
 }
 
-#[tracing::instrument(skip(conn, key))]
+#[tracing::instrument(level = "debug", skip(conn, key))]
 pub async fn find(
     conn: &mut PgConnection,
     principal: Uuid,
@@ -43,7 +43,7 @@ pub async fn find(
 }
 
 /// Stores a result; replaces an expired record under the same key.
-#[tracing::instrument(skip(conn, key, fingerprint, response))]
+#[tracing::instrument(level = "debug", skip(conn, key, fingerprint, response))]
 pub async fn upsert(
     conn: &mut PgConnection,
     principal: Uuid,
@@ -72,7 +72,7 @@ pub async fn upsert(
 }
 
 /// Deletes records older than the retention period; returns how many.
-#[tracing::instrument(skip(conn))]
+#[tracing::instrument(level = "debug", skip(conn))]
 pub async fn purge_expired(conn: &mut PgConnection, retention_secs: f64) -> sqlx::Result<u64> {
     let done = sqlx::query!(
         "DELETE FROM idempotency_records WHERE created_at <= now() - make_interval(secs => $1)",

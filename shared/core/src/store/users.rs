@@ -17,7 +17,7 @@ pub struct UserRow {
 }
 
 /// Creates the User, or updates its e-mail and name, and marks setup completed.
-#[tracing::instrument(skip(conn, email, name))]
+#[tracing::instrument(level = "debug", skip(conn, email, name))]
 pub async fn complete_setup(
     conn: &mut PgConnection,
     issuer: &str,
@@ -46,7 +46,7 @@ pub async fn complete_setup(
     .await
 }
 
-#[tracing::instrument(skip(conn))]
+#[tracing::instrument(level = "debug", skip(conn))]
 pub async fn find_by_identity(conn: &mut PgConnection, issuer: &str, subject: &str) -> sqlx::Result<Option<UserRow>> {
     sqlx::query_as!(
         UserRow,
@@ -62,7 +62,7 @@ pub async fn find_by_identity(conn: &mut PgConnection, issuer: &str, subject: &s
 }
 
 /// Revokes every session issued up to now; returns the User, if any.
-#[tracing::instrument(skip(conn))]
+#[tracing::instrument(level = "debug", skip(conn))]
 pub async fn revoke_sessions(conn: &mut PgConnection, issuer: &str, subject: &str) -> sqlx::Result<Option<UserRow>> {
     sqlx::query_as!(
         UserRow,

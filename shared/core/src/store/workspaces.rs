@@ -1,6 +1,7 @@
 //! Workspaces and memberships.
 
 use sqlx::PgConnection;
+use time::OffsetDateTime;
 use uuid::Uuid;
 
 use crate::ids::{UserId, WorkspaceId};
@@ -15,31 +16,52 @@ pub struct WorkspaceRow {
     pub role: Option<String>,
 }
 
-/// Inserts a Workspace; `None` when the slug is taken.
-#[tracing::instrument(skip(conn))]
+/// Inserts a Workspace on a trial ending at `trial_end`; `None` when the slug is taken.
+#[tracing::instrument(level = "debug", skip(conn))]
 pub async fn insert(
     conn: &mut PgConnection,
     id: WorkspaceId,
     name: &str,
     slug: &str,
+    trial_end: OffsetDateTime,
 ) -> sqlx::Result<Option<WorkspaceRow>> {
     sqlx::query_as!(
         WorkspaceRow,
         r#"
-        INSERT INTO workspaces (id, name, slug) VALUES ($1, $2, $3)
+        INSERT INTO workspaces (id, name, slug, plan, trial_end) VALUES ($1, $2, $3, 'trial', $4)
         ON CONFLICT (slug) DO NOTHING
         RETURNING id AS "id: WorkspaceId", name, slug, status, NULL::text AS role
         "#,
         id as WorkspaceId,
         name,
         slug,
+        trial_end,
     )
     .fetch_optional(conn)
     .await
 }
 
+/// A new Workspace, for [`super::insert_with_free_slug`].
+pub struct NewWorkspace<'a> {
+    pub id: WorkspaceId,
+    pub name: &'a str,
+    pub trial_end: OffsetDateTime,
+}
+
+impl super::Slugged for NewWorkspace<'_> {
+    type Row = WorkspaceRow;
+
+    async fn insert(&self, conn: &mut PgConnection, slug: &str) -> sqlx::Result<Option<WorkspaceRow>> {
+        insert(conn, self.id, self.name, slug, self.trial_end).await
+    }
+
+    async fn slugs_like(&self, conn: &mut PgConnection, base: &str) -> sqlx::Result<Vec<String>> {
+        slugs_like(conn, base).await
+    }
+}
+
 /// Slugs equal to `base` or of the form `base-N`.
-#[tracing::instrument(skip(conn))]
+#[tracing::instrument(level = "debug", skip(conn))]
 pub async fn slugs_like(conn: &mut PgConnection, base: &str) -> sqlx::Result<Vec<String>> {
     sqlx::query_scalar!("SELECT slug FROM workspaces WHERE slug = $1 OR slug LIKE $1 || '-%'", base)
         .fetch_all(conn)
@@ -47,7 +69,7 @@ pub async fn slugs_like(conn: &mut PgConnection, base: &str) -> sqlx::Result<Vec
 }
 
 /// Adds a member, or changes an existing member's role.
-#[tracing::instrument(skip(conn))]
+#[tracing::instrument(level = "debug", skip(conn))]
 pub async fn set_member(conn: &mut PgConnection, workspace: WorkspaceId, user: UserId, role: &str) -> sqlx::Result<()> {
     sqlx::query!(
         r#"
@@ -64,7 +86,7 @@ pub async fn set_member(conn: &mut PgConnection, workspace: WorkspaceId, user: U
 }
 
 /// One page of a User's Workspaces, oldest first, after `after`.
-#[tracing::instrument(skip(conn))]
+#[tracing::instrument(level = "debug", skip(conn))]
 pub async fn list_for_user(
     conn: &mut PgConnection,
     user: UserId,
@@ -88,7 +110,7 @@ pub async fn list_for_user(
     .await
 }
 
-#[tracing::instrument(skip(conn))]
+#[tracing::instrument(level = "debug", skip(conn))]
 pub async fn rename(conn: &mut PgConnection, id: WorkspaceId, name: &str) -> sqlx::Result<WorkspaceRow> {
     sqlx::query_as!(
         WorkspaceRow,
@@ -104,7 +126,7 @@ pub async fn rename(conn: &mut PgConnection, id: WorkspaceId, name: &str) -> sql
 }
 
 /// Finds a Workspace by id or slug (operators name Workspaces either way).
-#[tracing::instrument(skip(conn))]
+#[tracing::instrument(level = "debug", skip(conn))]
 pub async fn find(
     conn: &mut PgConnection,
     id: Option<WorkspaceId>,
@@ -123,7 +145,7 @@ pub async fn find(
     .await
 }
 
-#[tracing::instrument(skip(conn))]
+#[tracing::instrument(level = "debug", skip(conn))]
 pub async fn set_status(conn: &mut PgConnection, id: WorkspaceId, status: &str) -> sqlx::Result<WorkspaceRow> {
     sqlx::query_as!(
         WorkspaceRow,
