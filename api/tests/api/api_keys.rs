@@ -161,7 +161,7 @@ async fn last_used_at_moves_at_most_once_a_minute(pool: PgPool) {
 }
 
 /// An input each operation's schema accepts, aimed at `agent` where one is needed.
-fn valid_input(op: &Operation, agent: &str) -> Value {
+pub fn valid_input(op: &Operation, agent: &str) -> Value {
     let digest = format!("sha256:{}", "0".repeat(64));
     let source = json!({ "key": "k", "title": "t", "provenance": { "kind": "manual", "uri": "u" }, "revision": "r", "digest": digest, "content": "c" });
     let mut input = match op.id {

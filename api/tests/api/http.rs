@@ -176,3 +176,26 @@ async fn readiness_reports_an_unreachable_redis(pool: PgPool) {
     assert_eq!(ready.status, 503);
     assert_eq!(ready.json()["checks"], json!({ "database": "ok", "redis": "unreachable" }));
 }
+
+/// An unreachable database is `internal_error` answered 503 with `Retry-After`
+/// on both surfaces, and `/readyz` says so.
+#[tokio::test]
+async fn an_unreachable_database_is_a_503() {
+    let pool = sqlx::postgres::PgPoolOptions::new()
+        .acquire_timeout(std::time::Duration::from_millis(500))
+        .connect_lazy("postgres://postgres@127.0.0.1:1/none")
+        .unwrap();
+    let app = TestApp::new(pool).await;
+    let token = app.issuer().token("anyone");
+    for response in [
+        app.op("identity/status", &token, None, json!({})).await,
+        app.mcp(Some(&token), None, json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/list" })).await,
+    ] {
+        let body = assert_problem(&response, 503, "internal_error");
+        assert_eq!(response.header("retry-after"), Some("5"));
+        assert!(!body["error"]["message"].as_str().unwrap().contains("127.0.0.1"), "no internals in the message");
+    }
+    let ready = app.send(http::Request::get("/readyz").body(axum::body::Body::empty()).unwrap()).await;
+    assert_eq!(ready.status, 503);
+    assert_eq!(ready.json()["checks"]["database"], "unreachable");
+}

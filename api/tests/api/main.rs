@@ -5,6 +5,7 @@
 
 mod agents;
 mod api_keys;
+mod catalog;
 mod helpers;
 mod http;
 mod idempotency;

@@ -49,7 +49,9 @@ fn run() -> Result<String, String> {
     let key_path = dir.join("signing-key.p8");
     let alg = &signature::ECDSA_P256_SHA256_FIXED_SIGNING;
     let key = match std::fs::read(&key_path) {
-        Ok(der) => EcdsaKeyPair::from_pkcs8(alg, &der).map_err(|e| format!("bad key in {}: {e}", key_path.display()))?,
+        Ok(der) => {
+            EcdsaKeyPair::from_pkcs8(alg, &der).map_err(|e| format!("bad key in {}: {e}", key_path.display()))?
+        }
         Err(_) => {
             let key = EcdsaKeyPair::generate(alg).map_err(|e| e.to_string())?;
             let der = key.to_pkcs8v1().map_err(|e| e.to_string())?;
@@ -63,7 +65,8 @@ fn run() -> Result<String, String> {
         "x": b64(&point[1..33]), "y": b64(&point[33..65]) }] });
     std::fs::write(dir.join("jwks.json"), jwks.to_string()).map_err(|e| e.to_string())?;
     let now = now_secs();
-    let claims = json!({ "iss": ISSUER, "aud": AUDIENCE, "sub": subject, "iat": now, "nbf": now, "exp": now + hours * 3600 });
+    let claims =
+        json!({ "iss": ISSUER, "aud": AUDIENCE, "sub": subject, "iat": now, "nbf": now, "exp": now + hours * 3600 });
     let header = json!({ "alg": "ES256", "typ": "JWT", "kid": "dev-1" });
     let input = format!("{}.{}", b64(header.to_string().as_bytes()), b64(claims.to_string().as_bytes()));
     let signature = key.sign(&SystemRandom::new(), input.as_bytes()).map_err(|e| e.to_string())?;

@@ -19,7 +19,7 @@ use crate::config::JwksSource;
 
 /// Least time between two refetches, so tokens naming unknown keys cannot make
 /// us hammer the provider.
-const MIN_REFRESH_INTERVAL: Duration = Duration::from_secs(30);
+pub const MIN_REFRESH_INTERVAL: Duration = Duration::from_secs(30);
 const FETCH_TIMEOUT: Duration = Duration::from_secs(10);
 const MAX_DOCUMENT_BYTES: usize = 1024 * 1024;
 
@@ -94,6 +94,7 @@ pub struct Jwks {
     source: Source,
     keys: RwLock<Arc<KeySet>>,
     last_fetch: tokio::sync::Mutex<Option<Instant>>,
+    min_refresh_interval: Duration,
 }
 
 impl Jwks {
@@ -120,7 +121,18 @@ impl Jwks {
                 )
             }
         };
-        Ok(Self { source, keys: RwLock::new(Arc::new(keys)), last_fetch: tokio::sync::Mutex::new(last_fetch) })
+        Ok(Self {
+            source,
+            keys: RwLock::new(Arc::new(keys)),
+            last_fetch: tokio::sync::Mutex::new(last_fetch),
+            min_refresh_interval: MIN_REFRESH_INTERVAL,
+        })
+    }
+
+    /// Changes the least time between refetches (tests use zero).
+    pub fn with_min_refresh_interval(mut self, interval: Duration) -> Self {
+        self.min_refresh_interval = interval;
+        self
     }
 
     fn current(&self) -> Arc<KeySet> {
@@ -138,7 +150,7 @@ impl Jwks {
 
     async fn refresh(&self) {
         let mut last_fetch = self.last_fetch.lock().await;
-        if last_fetch.is_some_and(|at| at.elapsed() < MIN_REFRESH_INTERVAL) {
+        if last_fetch.is_some_and(|at| at.elapsed() < self.min_refresh_interval) {
             return;
         }
         *last_fetch = Some(Instant::now());
@@ -187,4 +199,53 @@ async fn get(client: &HttpClient, url: &str) -> Result<Bytes, String> {
         body.collect().await.map(|b| b.to_bytes()).map_err(|e| format!("GET {url}: {e}"))
     };
     tokio::time::timeout(FETCH_TIMEOUT, fetch).await.map_err(|_| format!("GET {url}: timed out"))?
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use jsonwebtoken::Algorithm;
+    use serde_json::json;
+    use svc_tests::TestIssuer;
+
+    use super::*;
+
+    fn write(path: &std::path::Path, keys: &[Value]) {
+        std::fs::write(path, json!({ "keys": keys }).to_string()).unwrap();
+    }
+
+    #[tokio::test]
+    async fn an_unknown_kid_refetches_at_most_once_per_interval() {
+        let dir = std::env::temp_dir().join(format!("svc-jwks-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("jwks.json");
+        let published = TestIssuer::shared().jwks();
+        let (rsa, ec) = (published["keys"][0].clone(), published["keys"][1].clone());
+        write(&path, std::slice::from_ref(&ec));
+        let source = JwksSource::File(path.clone());
+
+        // The provider rotates in an RSA key: a token naming it triggers a refetch.
+        let jwks = Jwks::new("iss", &source).unwrap().with_min_refresh_interval(Duration::ZERO);
+        assert!(jwks.key_for(Algorithm::ES256, Some("ec-1")).await.is_some());
+        assert!(jwks.key_for(Algorithm::RS256, Some("rsa-1")).await.is_none());
+        write(&path, &[ec.clone(), rsa.clone()]);
+        assert!(jwks.key_for(Algorithm::RS256, Some("rsa-1")).await.is_some());
+
+        // With the default interval, a just-read set is not read again.
+        write(&path, std::slice::from_ref(&ec));
+        let jwks = Jwks::new("iss", &source).unwrap();
+        write(&path, &[ec, rsa]);
+        assert!(jwks.key_for(Algorithm::RS256, Some("rsa-1")).await.is_none(), "rate-limited");
+        // Keys of other algorithms, or an ambiguous missing kid, are not used.
+        assert!(jwks.key_for(Algorithm::RS256, Some("ec-1")).await.is_none());
+    }
+
+    #[test]
+    fn a_bad_file_fails_at_start() {
+        let path = std::env::temp_dir().join(format!("svc-jwks-bad-{}.json", std::process::id()));
+        std::fs::write(&path, "not json").unwrap();
+        assert!(Jwks::new("iss", &JwksSource::File(path.clone())).is_err());
+        assert!(Jwks::new("iss", &JwksSource::File(path.with_extension("missing"))).is_err());
+    }
 }

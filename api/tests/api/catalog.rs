@@ -1,0 +1,87 @@
+//! Rules that hold across the whole catalog, checked operation by operation.
+
+use serde_json::json;
+use sqlx::PgPool;
+use svc_contract::{CATALOG, WorkspaceRequirement};
+
+use crate::api_keys::valid_input;
+use crate::helpers::{TestApp, assert_ok, assert_problem};
+
+/// Every operation that needs a Workspace refuses an ambiguous selection (two
+/// Workspaces, no header) before anything else happens.
+#[sqlx::test(migrations = "../migrations")]
+async fn every_workspace_operation_needs_a_selection(pool: PgPool) {
+    let app = TestApp::new(pool).await;
+    let user = app.user("alice").await;
+    let first = app.workspace(&user, "First").await;
+    app.workspace(&user, "Second").await;
+    let agent = app.agent(&user, &first, "Helper").await;
+    let required: Vec<_> = CATALOG.iter().filter(|op| op.workspace == WorkspaceRequirement::Required).collect();
+    assert_eq!(required.len(), 27);
+    for op in required {
+        let response = app.op(op.path, &user.token, None, valid_input(op, &agent)).await;
+        let body = assert_problem(&response, 400, "workspace_selection_required");
+        assert_eq!(body["error"]["details"]["reason"], "ambiguous", "{}", op.id);
+    }
+    assert_eq!(app.count("SELECT count(*) FROM agents").await, 1);
+}
+
+/// Every mutation implemented so far answers `idempotency_conflict` when its key
+/// was used for a different input, and changes nothing the second time.
+#[sqlx::test(migrations = "../migrations")]
+async fn every_mutation_guards_its_idempotency_key(pool: PgPool) {
+    let app = TestApp::new(pool).await;
+    let (owner, ws) = app.owner("alice").await;
+    svc_core::admin::plan_set(&app.pool, &ws, "pro", &[]).await.unwrap();
+    let agent = app.agent(&owner, &ws, "Helper").await;
+    let (key_id, _) = app.api_key(&owner, &ws, json!({ "preset": "read_only" })).await;
+    let (revoke_id, _) = app.api_key(&owner, &ws, json!({ "preset": "read_only" })).await;
+    let cases = [
+        ("workspaces/create", json!({ "name": "One" }), json!({ "name": "Two" })),
+        ("workspaces/rename", json!({ "name": "One" }), json!({ "name": "Two" })),
+        ("agents/create", json!({ "name": "One" }), json!({ "name": "Two" })),
+        ("agents/configure", json!({ "agentId": agent, "name": "One" }), json!({ "agentId": agent, "name": "Two" })),
+        (
+            "api-keys/create",
+            json!({ "name": "one", "preset": "operator" }),
+            json!({ "name": "two", "preset": "operator" }),
+        ),
+        ("api-keys/rotate", json!({ "apiKeyId": key_id }), json!({ "apiKeyId": revoke_id })),
+        (
+            "api-keys/revoke",
+            json!({ "apiKeyId": revoke_id, "confirm": true }),
+            json!({ "apiKeyId": key_id, "confirm": true }),
+        ),
+        (
+            "agents/delete",
+            json!({ "agentId": agent, "confirm": true }),
+            json!({ "agentId": "agt_00000000000000000000000000", "confirm": true }),
+        ),
+    ];
+    for (i, (path, first, second)) in cases.into_iter().enumerate() {
+        let key = format!("conflict-key-{i}");
+        let with_key = |mut input: serde_json::Value| {
+            input["idempotencyKey"] = key.clone().into();
+            input
+        };
+        assert_ok(path, &app.op(path, &owner.token, Some(&ws), with_key(first)).await);
+        let before = app.count("SELECT (SELECT count(*) FROM agents) + (SELECT count(*) FROM api_keys) + (SELECT count(*) FROM workspaces)").await;
+        let body =
+            assert_problem(&app.op(path, &owner.token, Some(&ws), with_key(second)).await, 409, "idempotency_conflict");
+        assert_eq!(body["error"]["details"]["reason"], "key_reused", "{path}");
+        let after = app.count("SELECT (SELECT count(*) FROM agents) + (SELECT count(*) FROM api_keys) + (SELECT count(*) FROM workspaces)").await;
+        assert_eq!(before, after, "{path} changed nothing");
+    }
+    // The conflicting revoke did not revoke `key_id`: the active keys are it, its
+    // rotated successor and "one".
+    let list = assert_ok("api-keys/list", &app.op("api-keys/list", &owner.token, Some(&ws), json!({})).await);
+    let active: Vec<&str> = list["apiKeys"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|k| k["revokedAt"].is_null())
+        .map(|k| k["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(active.len(), 3);
+    assert!(active.contains(&key_id.as_str()));
+}
