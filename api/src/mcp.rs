@@ -30,8 +30,11 @@ use crate::metrics::Surface;
 use crate::operations::{client_hints, header_str};
 use crate::response::{self, RequestId};
 
-/// Largest MCP request: the largest operation body plus JSON-RPC framing.
-const MAX_MCP_BODY: usize = 128 * 1024 * 1024 + 64 * 1024;
+/// Largest MCP request: the largest body of an operation served today, plus
+/// JSON-RPC framing. rmcp buffers a whole request before we know its tool, so
+/// this cap is what bounds memory; the knowledge operations (8 and 128 MiB
+/// bodies) will raise it together with a bound on large bodies in flight.
+const MAX_MCP_BODY: usize = catalog::DEFAULT_BODY_LIMIT + 64 * 1024;
 
 /// The outcome of authenticating an MCP request that got past the 401 gate:
 /// a caller, or a problem each tool call answers (e.g. `setup_required`).
@@ -58,14 +61,19 @@ pub fn service(
     )
 }
 
-/// Answers non-POST methods with 405 and refuses bad credentials with 401 (or
-/// 503 when the database is down) before rmcp reads the body.
+/// Answers non-POST methods with 405, bodies declared over the cap with 413, and
+/// bad credentials with 401 (or 503 when the database is down), all before rmcp
+/// reads the body.
 pub async fn gate(State(state): State<AppState>, mut request: Request, next: Next) -> Response {
     let request_id = request.extensions().get::<RequestId>().cloned().unwrap_or_default();
     if request.method() != Method::POST {
         return response::method_not_allowed(&request_id);
     }
     let headers = request.headers();
+    let declared = header_str(headers, header::CONTENT_LENGTH.as_str()).and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|length| length > MAX_MCP_BODY as u64) {
+        return response::problem(&Problem::body_too_large(MAX_MCP_BODY), &request_id);
+    }
     let result = state
         .service
         .authenticate(header_str(headers, header::AUTHORIZATION.as_str()), header_str(headers, WORKSPACE_HEADER))

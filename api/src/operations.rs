@@ -3,7 +3,7 @@
 //! It turns a request into (operation, credential, Workspace selector, input)
 //! and hands them to the core; nothing else happens here.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use axum::body::Body;
 use axum::extract::{Path, State};
@@ -20,8 +20,11 @@ use crate::metrics::Surface;
 use crate::response::{self, RequestId};
 
 /// Bodies up to this size (declared in `Content-Length`) are read while the
-/// request keeps the connection it authenticated with.
+/// request keeps the connection it authenticated with...
 const SMALL_BODY: u64 = 64 * 1024;
+/// ... for this long at most: a body still arriving after it is awaited with the
+/// connection back in the pool, so slow clients cannot hold the pool.
+const HOLD_WHILE_READING: Duration = Duration::from_millis(50);
 
 pub fn header_str<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
     headers.get(name).and_then(|v| v.to_str().ok())
@@ -58,10 +61,17 @@ pub async fn handle(
             .await?;
         let declared = header_str(&headers, header::CONTENT_LENGTH.as_str()).and_then(|v| v.parse::<u64>().ok());
         if declared.is_none_or(|length| length > SMALL_BODY) {
-            // Do not hold a database connection while a large body trickles in.
             session.release();
         }
-        let input = read_input(body, op.body_limit, declared).await?;
+        let read = read_input(body, op.body_limit, declared);
+        tokio::pin!(read);
+        let input = match tokio::time::timeout(HOLD_WHILE_READING, &mut read).await {
+            Ok(input) => input?,
+            Err(_) => {
+                session.release();
+                read.await?
+            }
+        };
         session.call(op, &caller, input, &client_hints(&headers)).await
     }
     .await;

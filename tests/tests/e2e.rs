@@ -219,8 +219,9 @@ async fn the_api_finds_keys_by_oidc_discovery(pool: PgPool) {
 }
 
 /// Create, use, rotate and revoke a Workspace API key over HTTP and MCP against
-/// the real binary logging at `trace`: no secret (nor the User's token) appears
-/// in its logs, and the revoked key is refused on both surfaces.
+/// the real binary logging at `trace` (rmcp's own targets included): no secret
+/// (nor the User's token) appears in its logs, and the revoked key is refused on
+/// both surfaces.
 #[sqlx::test(migrations = false)]
 async fn api_key_secrets_never_reach_the_logs(pool: PgPool) {
     let database = database_url(&pool);
@@ -234,7 +235,7 @@ async fn api_key_secrets_never_reach_the_logs(pool: PgPool) {
             ("DATABASE_URL", database.as_str()),
             ("SVC_BIND", "127.0.0.1:0"),
             ("SVC_LOG_FORMAT", "json"),
-            ("RUST_LOG", "trace"),
+            ("RUST_LOG", "trace,rmcp=trace,rmcp::service=trace,rmcp::transport=trace"),
             ("SVC_OIDC_ISSUER", ISSUER),
             ("SVC_OIDC_AUDIENCE", AUDIENCE),
             ("SVC_OIDC_JWKS_FILE", jwks.as_str()),

@@ -321,3 +321,34 @@ async fn another_tenants_agent_does_not_exist_for_you(pool: PgPool) {
         "workspace_selection_required",
     );
 }
+
+/// An archive or plan change that commits after a request was authorized, but
+/// before its mutation runs, still fails closed: limit-consuming mutations check
+/// again on the row they lock.
+#[sqlx::test(migrations = "../migrations")]
+async fn changes_between_authorization_and_mutation_fail_closed(pool: PgPool) {
+    let app = TestApp::new(pool.clone()).await;
+    let (owner, ws) = app.owner("alice").await;
+    let state = svc_api::AppState::new(pool, &crate::helpers::config()).unwrap();
+    let bearer = format!("Bearer {}", owner.token);
+    let caller = state.service.authenticate(Some(&bearer), None).await.unwrap();
+    let hints = svc_core::ClientHints::default();
+    let create_agent = svc_contract::catalog::by_id("agent.create").unwrap();
+    let create_key = svc_contract::catalog::by_id("api_key.create").unwrap();
+
+    svc_core::admin::set_archived(&app.pool, &ws, true).await.unwrap();
+    let problem = state.service.call(create_agent, &caller, json!({ "name": "Late" }), &hints).await.unwrap_err();
+    assert_eq!(problem.code, svc_contract::ProblemCode::WorkspaceArchived);
+
+    svc_core::admin::set_archived(&app.pool, &ws, false).await.unwrap();
+    svc_core::admin::plan_set(&app.pool, &ws, "expired", &[]).await.unwrap();
+    let problem = state.service.call(create_agent, &caller, json!({ "name": "Late" }), &hints).await.unwrap_err();
+    assert_eq!(problem.code, svc_contract::ProblemCode::EntitlementRequired);
+    let problem = state
+        .service
+        .call(create_key, &caller, json!({ "name": "k", "preset": "operator" }), &hints)
+        .await
+        .unwrap_err();
+    assert_eq!(problem.code, svc_contract::ProblemCode::EntitlementRequired);
+    assert_eq!(app.count("SELECT (SELECT count(*) FROM agents) + (SELECT count(*) FROM api_keys)").await, 0);
+}

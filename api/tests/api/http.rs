@@ -22,6 +22,7 @@ async fn bad_input_gets_a_stable_code_and_changes_nothing(pool: PgPool) {
         ("{\"name\": \"x\", \"extra\": true}", "", "/extra"),
         ("{\"name\": \"x\", \"slug\": null}", "", "/slug"),
         ("{}", "", "/name"),
+        ("{\"name\": \"a\\u0000b\"}", "", "/name"),
     ];
     for (body, reason, path) in cases {
         let response = app.post_raw("workspaces/create", &headers, body.to_owned()).await;
@@ -198,4 +199,54 @@ async fn an_unreachable_database_is_a_503() {
     let ready = app.send(http::Request::get("/readyz").body(axum::body::Body::empty()).unwrap()).await;
     assert_eq!(ready.status, 503);
     assert_eq!(ready.json()["checks"]["database"], "unreachable");
+}
+
+/// A body that never arrives.
+struct Stalled;
+
+impl axum::body::HttpBody for Stalled {
+    type Data = axum::body::Bytes;
+    type Error = std::io::Error;
+
+    fn poll_frame(
+        self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
+        std::task::Poll::Pending
+    }
+}
+
+/// Clients that announce a small body and never send it do not keep database
+/// connections: with a pool of one, other requests still get answered.
+#[sqlx::test(migrations = "../migrations")]
+async fn stalled_bodies_do_not_hold_the_pool(
+    _: sqlx::postgres::PgPoolOptions,
+    options: sqlx::postgres::PgConnectOptions,
+) {
+    let pool = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(1)
+        .acquire_timeout(std::time::Duration::from_secs(3))
+        .connect_with(options)
+        .await
+        .unwrap();
+    let app = TestApp::new(pool).await;
+    let (owner, _) = app.owner("alice").await;
+    let mut stalled = Vec::new();
+    for _ in 0..3 {
+        let request = http::Request::post("/api/public/operations/agents/create")
+            .header("authorization", format!("Bearer {}", owner.token))
+            .header("content-length", "100")
+            .body(axum::body::Body::new(Stalled))
+            .unwrap();
+        let app = app.clone();
+        stalled.push(tokio::spawn(async move { app.send(request).await }));
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let started = std::time::Instant::now();
+    assert_ok("identity/status", &app.op("identity/status", &owner.token, None, json!({})).await);
+    assert!(started.elapsed() < std::time::Duration::from_secs(2), "answered without waiting for a connection");
+    for task in stalled {
+        assert!(!task.is_finished(), "the stalled requests are still waiting for their bodies");
+        task.abort();
+    }
 }

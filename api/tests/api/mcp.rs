@@ -159,3 +159,32 @@ async fn mutations_over_mcp_use_idempotency_too(pool: PgPool) {
     let http = app.op("agents/list", &owner.token, None, json!({})).await;
     assert_eq!(assert_ok("agents/list", &http)["agents"][0], first["data"]["agent"]);
 }
+
+#[sqlx::test(migrations = "../migrations")]
+async fn oversized_requests_are_refused_before_they_are_read(pool: PgPool) {
+    let app = TestApp::new(pool).await;
+    let user = app.user("alice").await;
+    let name = "x".repeat(1024 * 1024 + 64 * 1024);
+    let message = json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": { "name": "svc_agent_create", "arguments": { "name": name } } });
+    let body = message.to_string();
+    let request = http::Request::builder()
+        .method("POST")
+        .uri("/api/mcp")
+        .header("host", "svc.test")
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("authorization", format!("Bearer {}", user.token))
+        .header("content-length", body.len().to_string())
+        .body(axum::body::Body::from(body))
+        .unwrap();
+    let response = app.send(request).await;
+    let problem = assert_problem(&response, 413, "invalid_request");
+    assert_eq!(problem["error"]["details"]["reason"], "body_too_large");
+    // Within the cap but over the operation's own 1 MiB: a tool error.
+    let arguments = json!({ "name": "x".repeat(1024 * 1024) });
+    let (is_error, body) = envelope(&app.tool(&user.token, None, "svc_agent_create", arguments).await);
+    assert!(is_error);
+    assert_eq!(body["error"]["details"]["reason"], "body_too_large");
+    assert_eq!(app.count("SELECT count(*) FROM agents").await, 0);
+}

@@ -41,10 +41,20 @@ async fn derived_slugs_are_folded_and_made_unique(pool: PgPool) {
     assert_eq!(slug("CREME BRULEE").await, "creme-brulee-3");
     assert_eq!(slug("日本語").await, "workspace");
     assert_eq!(slug("!!!").await, "workspace-2");
+    // Long names: the suffix shortens the base, and later candidates still count up.
     let long = "a".repeat(120);
-    let data =
-        assert_ok("workspaces/create", &app.op("workspaces/create", &user.token, None, json!({ "name": long })).await);
-    assert_eq!(data["workspace"]["slug"].as_str().unwrap().len(), 60);
+    let mut slugs = Vec::new();
+    for _ in 0..11 {
+        let data = assert_ok(
+            "workspaces/create",
+            &app.op("workspaces/create", &user.token, None, json!({ "name": long })).await,
+        );
+        slugs.push(data["workspace"]["slug"].as_str().unwrap().to_owned());
+    }
+    assert_eq!(slugs[0], "a".repeat(60));
+    assert_eq!(slugs[1], format!("{}-2", "a".repeat(58)));
+    assert_eq!(slugs[2], format!("{}-3", "a".repeat(58)));
+    assert_eq!(slugs[10], format!("{}-11", "a".repeat(57)));
 }
 
 #[sqlx::test(migrations = "../migrations")]
@@ -139,6 +149,12 @@ async fn page_size_bounds_and_bad_cursors(pool: PgPool) {
         let body = assert_problem(&list(json!({ "pageSize": size })).await, 400, "invalid_request");
         assert_eq!(body["error"]["details"]["issues"][0]["path"], "/pageSize");
     }
+    let float = list(json!({ "pageSize": 2.0 })).await;
+    assert_eq!(
+        assert_ok("workspaces/list", &float)["workspaces"].as_array().unwrap().len(),
+        2,
+        "2.0 is a whole number"
+    );
     let one = list(json!({ "pageSize": 1 })).await;
     assert_eq!(assert_ok("workspaces/list", &one)["workspaces"].as_array().unwrap().len(), 1);
     assert!(one.json()["meta"]["nextCursor"].is_string());

@@ -197,6 +197,20 @@ impl Entitlement {
     }
 }
 
+/// `workspace_archived`: the Workspace is archived (fail closed).
+pub fn workspace_archived() -> Problem {
+    Problem::new(svc_contract::ProblemCode::WorkspaceArchived, "The Workspace is archived.")
+}
+
+/// `entitlement_required`: the Workspace's Entitlement is not active (fail closed).
+pub fn entitlement_required(entitlement: &Entitlement, now: OffsetDateTime) -> Problem {
+    Problem::new(
+        svc_contract::ProblemCode::EntitlementRequired,
+        "The Workspace's plan does not allow this; its Entitlement is not active.",
+    )
+    .with_detail("status", entitlement.status(now))
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;

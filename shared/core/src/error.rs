@@ -41,6 +41,11 @@ impl Error {
 fn database_problem(error: sqlx::Error) -> Problem {
     match error {
         sqlx::Error::RowNotFound => Problem::not_found("resource"),
+        // Input the schema admitted but PostgreSQL cannot store (an encoding it
+        // refuses, a value too large for an index) is still the caller's input.
+        sqlx::Error::Database(db) if matches!(db.code().as_deref(), Some("22021" | "22P05" | "54000")) => {
+            Problem::invalid("unstorable_value", "A value in the input cannot be stored.")
+        }
         sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed | sqlx::Error::Io(_) | sqlx::Error::WorkerCrashed => {
             tracing::warn!(error = %error, "database unavailable");
             Problem::unavailable()

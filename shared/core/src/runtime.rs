@@ -4,23 +4,32 @@ use std::time::Duration;
 
 use sqlx::PgPool;
 use sqlx::postgres::PgPoolOptions;
-use tracing_subscriber::EnvFilter;
+use tracing::{Level, Metadata};
+use tracing_subscriber::filter::filter_fn;
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::util::SubscriberInitExt;
+use tracing_subscriber::{EnvFilter, Layer, fmt};
 
 /// Logs to stderr, filtered by `RUST_LOG` (default `info`), as text or, with
 /// `SVC_LOG_FORMAT=json`, one JSON object per line.
-///
-/// rmcp logs whole JSON-RPC messages at `debug` and `trace`, and a tool result can
-/// carry a secret shown once (`api_key.create`): its level is capped at `info`,
-/// whatever `RUST_LOG` says, so no setting writes a credential to the logs.
 pub fn init_logging() {
-    let mut filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
-    if let Ok(cap) = "rmcp=info".parse() {
-        filter = filter.add_directive(cap);
-    }
+    let env = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(ansi);
     let json = std::env::var("SVC_LOG_FORMAT").is_ok_and(|f| f.eq_ignore_ascii_case("json"));
-    let _ = if json { builder.json().try_init() } else { builder.try_init() };
+    let layer = if json {
+        fmt::layer().json().with_writer(std::io::stderr).boxed()
+    } else {
+        fmt::layer().with_writer(std::io::stderr).with_ansi(ansi).boxed()
+    };
+    let _ = tracing_subscriber::registry().with(env).with(layer.with_filter(filter_fn(never_secret))).try_init();
+}
+
+/// rmcp logs whole JSON-RPC messages at `debug` and `trace`, and a tool result can
+/// carry a secret shown once (`api_key.create`). This filter sits on the writing
+/// layer, apart from `RUST_LOG`'s, so no directive, however specific, lets those
+/// records through.
+fn never_secret(metadata: &Metadata<'_>) -> bool {
+    !metadata.target().starts_with("rmcp") || *metadata.level() <= Level::INFO
 }
 
 /// The database pool. Connections open on first use, so a process starts (and

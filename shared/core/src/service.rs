@@ -13,6 +13,7 @@ use crate::auth::jwt::JwtVerifier;
 use crate::auth::{self, Credential, api_key};
 use crate::caller::{Caller, KeyHolder, Principal, Selection, User, WorkspaceContext};
 use crate::config::CoreConfig;
+use crate::entitlements;
 use crate::error::Error;
 use crate::ops;
 use crate::store::callers::Selector;
@@ -211,14 +212,10 @@ impl Session<'_> {
         let now = OffsetDateTime::now_utc();
         if let Some(ws) = workspace {
             if op.lists(ProblemCode::WorkspaceArchived) && ws.is_archived() {
-                return Err(Problem::new(ProblemCode::WorkspaceArchived, "The Workspace is archived."));
+                return Err(entitlements::workspace_archived());
             }
             if op.lists(ProblemCode::EntitlementRequired) && !ws.entitlement.is_active(now) {
-                return Err(Problem::new(
-                    ProblemCode::EntitlementRequired,
-                    "The Workspace's plan does not allow this; its Entitlement is not active.",
-                )
-                .with_detail("status", ws.entitlement.status(now)));
+                return Err(entitlements::entitlement_required(&ws.entitlement, now));
             }
         }
         let ctx = ops::Ctx { service, caller, workspace, client, now };

@@ -35,7 +35,8 @@ impl Validators {
     /// cannot state; otherwise `invalid_request` with every issue.
     pub fn check(&self, op: &Operation, input: &Value) -> Result<(), Problem> {
         let (schema, validator) = &self.by_operation[op.op as usize];
-        let extra = content_size_issues(op.op, input);
+        let mut extra = content_size_issues(op.op, input);
+        nul_issues(input, &mut String::new(), &mut extra);
         if extra.is_empty() && validator.is_valid(input) {
             return Ok(());
         }
@@ -110,6 +111,37 @@ fn closest_branch(schema: &Value, context: &[Vec<ValidationError<'static>>]) -> 
 /// JSON pointer escaping of one reference token (RFC 6901).
 fn escape(token: &str) -> String {
     token.replace('~', "~0").replace('/', "~1")
+}
+
+/// No text may contain U+0000: PostgreSQL cannot store it, and no real name,
+/// instruction or document needs it.
+fn nul_issues(value: &Value, path: &mut String, issues: &mut Vec<Issue>) {
+    match value {
+        Value::String(text) if text.contains('\0') => {
+            issues.push(issue(path.clone(), "must not contain the NUL character"))
+        }
+        Value::Array(items) => {
+            for (i, item) in items.iter().enumerate() {
+                let len = path.len();
+                path.push_str(&format!("/{i}"));
+                nul_issues(item, path, issues);
+                path.truncate(len);
+            }
+        }
+        Value::Object(members) => {
+            for (key, item) in members {
+                let len = path.len();
+                path.push('/');
+                path.push_str(&escape(key));
+                if key.contains('\0') {
+                    issues.push(issue(path.clone(), "must not contain the NUL character"));
+                }
+                nul_issues(item, path, issues);
+                path.truncate(len);
+            }
+        }
+        _ => {}
+    }
 }
 
 /// `content` is limited in UTF-8 bytes, which `maxLength` (characters) cannot
@@ -249,6 +281,24 @@ mod tests {
             paths("knowledge_source.reconcile", json!({"agentId": "a", "manifest": {"version": 2, "sources": []}})),
             ["/manifest/version"]
         );
+    }
+
+    #[test]
+    fn nul_characters_are_refused_wherever_they_are() {
+        assert_eq!(paths("agent.create", json!({"name": "a\u{0}b"})), ["/name"]);
+        assert_eq!(
+            paths("api_key.create", json!({"name": "k", "scopes": ["agent:read"], "idempotencyKey": "key\u{0}12345"})),
+            ["/idempotencyKey"]
+        );
+        assert_eq!(paths("agent.create", json!({"name": "a", "x\u{0}": 1})), ["/x\u{0}"]);
+        assert!(paths("agent.create", json!({"name": "a\\0 is fine"})).is_empty());
+    }
+
+    #[test]
+    fn explicit_slugs_are_bounded() {
+        assert!(paths("agent.create", json!({"name": "a", "slug": "s".repeat(60)})).is_empty());
+        assert_eq!(paths("agent.create", json!({"name": "a", "slug": "s".repeat(61)})), ["/slug"]);
+        assert_eq!(paths("workspace.create", json!({"name": "a", "slug": "s".repeat(61)})), ["/slug"]);
     }
 
     #[test]

@@ -148,15 +148,16 @@ pub struct Manifest {
 }
 
 /// The manifest format version: `1`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, JsonSchema)]
-#[serde(try_from = "u64")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
 #[schemars(with = "u64")]
 pub struct ManifestVersion;
 
-impl TryFrom<u64> for ManifestVersion {
-    type Error = &'static str;
-    fn try_from(value: u64) -> Result<Self, Self::Error> {
-        if value == 1 { Ok(Self) } else { Err("the manifest version must be 1") }
+impl<'de> Deserialize<'de> for ManifestVersion {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        match super::whole_number(deserializer)? {
+            1 => Ok(Self),
+            _ => Err(serde::de::Error::custom("the manifest version must be 1")),
+        }
     }
 }
 

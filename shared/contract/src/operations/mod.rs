@@ -21,6 +21,14 @@ pub(crate) fn default_page_size() -> u32 {
     DEFAULT_PAGE_SIZE
 }
 
+/// A whole number as JSON Schema counts one: `50` and `50.0` alike.
+pub(crate) fn whole_number<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<u32, D::Error> {
+    use serde::Deserialize;
+    let number = serde_json::Number::deserialize(deserializer)?;
+    let whole = number.as_u64().or_else(|| number.as_f64().filter(|f| f.fract() == 0.0 && *f >= 0.0).map(|f| f as u64));
+    whole.and_then(|n| u32::try_from(n).ok()).ok_or_else(|| serde::de::Error::custom("expected a whole number"))
+}
+
 /// An input with no fields.
 #[derive(Clone, Debug, Default, serde::Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -39,7 +47,7 @@ macro_rules! paged_input {
             #[schemars(length(min = 1))]
             pub cursor: Option<String>,
             /// Results per page.
-            #[serde(default = "crate::operations::default_page_size")]
+            #[serde(default = "crate::operations::default_page_size", deserialize_with = "crate::operations::whole_number")]
             #[schemars(range(min = 1, max = 100))]
             pub page_size: u32,
         }

@@ -31,7 +31,7 @@ pub struct CreateInput {
     pub name: String,
     /// Unique slug; derived from the name when omitted.
     #[serde(default)]
-    #[schemars(transform = not_null, regex(pattern = SLUG_PATTERN))]
+    #[schemars(transform = not_null, length(max = 60), regex(pattern = SLUG_PATTERN))]
     pub slug: Option<String>,
 }
 

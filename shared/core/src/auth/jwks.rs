@@ -3,6 +3,7 @@
 //! have not seen (the provider rotated its keys).
 
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
@@ -93,6 +94,8 @@ type HttpClient = Client<hyper_rustls::HttpsConnector<HttpConnector>, Empty<Byte
 pub struct Jwks {
     source: Source,
     keys: RwLock<Arc<KeySet>>,
+    /// Counts the key sets loaded so far.
+    generation: AtomicU64,
     last_fetch: tokio::sync::Mutex<Option<Instant>>,
     min_refresh_interval: Duration,
 }
@@ -124,6 +127,7 @@ impl Jwks {
         Ok(Self {
             source,
             keys: RwLock::new(Arc::new(keys)),
+            generation: AtomicU64::new(0),
             last_fetch: tokio::sync::Mutex::new(last_fetch),
             min_refresh_interval: MIN_REFRESH_INTERVAL,
         })
@@ -133,6 +137,11 @@ impl Jwks {
     pub fn with_min_refresh_interval(mut self, interval: Duration) -> Self {
         self.min_refresh_interval = interval;
         self
+    }
+
+    /// Which key set is in use: it changes every time keys are loaded again.
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
     }
 
     fn current(&self) -> Arc<KeySet> {
@@ -162,6 +171,7 @@ impl Jwks {
             Ok(keys) => {
                 if let Ok(mut current) = self.keys.write() {
                     *current = Arc::new(keys);
+                    self.generation.fetch_add(1, Ordering::AcqRel);
                 }
             }
             Err(error) => tracing::warn!(%error, "could not refresh the identity provider's keys"),

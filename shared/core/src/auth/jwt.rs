@@ -46,22 +46,29 @@ pub struct JwtVerifier {
 
 /// Tokens whose signature and claims were checked, by the SHA-256 of the token.
 ///
-/// A signature cannot become invalid, so re-checking it on every request of a
-/// session is wasted work (an RSA verification and a key set-up per call); only
-/// the expiry is checked again. Revocation is not decided here: it is read from
-/// the database on every request.
+/// Re-checking the signature on every request of a session is wasted work (an
+/// RSA verification and a key set-up per call): a token stays good while it has
+/// not expired and the key that signed it is still published. So each entry
+/// remembers the key set it was checked against, and a change of key set (the
+/// provider rotated or retired a key) sends every token through a full check
+/// again. Revocation is not decided here: it is read from the database on every
+/// request.
 struct VerifiedCache {
-    entries: Mutex<HashMap<[u8; 32], Arc<VerifiedToken>>>,
+    entries: Mutex<HashMap<Digest32, (Arc<VerifiedToken>, KeySetGeneration)>>,
 }
+
+type Digest32 = [u8; 32];
+type KeySetGeneration = u64;
 
 /// Most tokens remembered; when full, expired ones are dropped, then all.
 const CACHE_CAPACITY: usize = 10_000;
 
 impl VerifiedCache {
-    fn get(&self, digest: &[u8; 32], now: i64) -> Option<Arc<VerifiedToken>> {
+    /// A token checked against key set `generation` that has not expired.
+    fn get(&self, digest: &[u8; 32], now: i64, generation: u64) -> Option<Arc<VerifiedToken>> {
         let mut entries = self.entries.lock().ok()?;
-        let token = entries.get(digest)?.clone();
-        if token.expires_at + LEEWAY_SECS as i64 > now {
+        let (token, checked_against) = entries.get(digest)?.clone();
+        if checked_against == generation && token.expires_at + LEEWAY_SECS as i64 > now {
             Some(token)
         } else {
             entries.remove(digest);
@@ -69,15 +76,15 @@ impl VerifiedCache {
         }
     }
 
-    fn put(&self, digest: [u8; 32], token: Arc<VerifiedToken>, now: i64) {
+    fn put(&self, digest: [u8; 32], token: Arc<VerifiedToken>, now: i64, generation: u64) {
         if let Ok(mut entries) = self.entries.lock() {
             if entries.len() >= CACHE_CAPACITY {
-                entries.retain(|_, t| t.expires_at + LEEWAY_SECS as i64 > now);
+                entries.retain(|_, (t, _)| t.expires_at + LEEWAY_SECS as i64 > now);
                 if entries.len() >= CACHE_CAPACITY {
                     entries.clear();
                 }
             }
-            entries.insert(digest, token);
+            entries.insert(digest, (token, generation));
         }
     }
 }
@@ -110,11 +117,13 @@ impl JwtVerifier {
     pub async fn verify(&self, token: &str) -> Result<Arc<VerifiedToken>, Problem> {
         let digest: [u8; 32] = Sha256::digest(token.as_bytes()).into();
         let now = OffsetDateTime::now_utc().unix_timestamp();
-        if let Some(verified) = self.verified.get(&digest, now) {
+        // Read before checking: a key set replaced meanwhile makes the entry stale.
+        let generation = self.jwks.generation();
+        if let Some(verified) = self.verified.get(&digest, now, generation) {
             return Ok(verified);
         }
         let verified = Arc::new(self.verify_uncached(token).await?);
-        self.verified.put(digest, verified.clone(), now);
+        self.verified.put(digest, verified.clone(), now, generation);
         Ok(verified)
     }
 
@@ -147,5 +156,39 @@ impl JwtVerifier {
             issued_at: claims.iat.map(|iat| iat as i64),
             expires_at: claims.exp as i64,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use serde_json::json;
+    use svc_tests::{AUDIENCE, ISSUER, TestIssuer};
+
+    use super::*;
+    use crate::config::JwksSource;
+
+    #[tokio::test]
+    async fn a_cached_token_is_checked_again_when_its_key_is_retired() {
+        let path = std::env::temp_dir().join(format!("svc-jwt-cache-{}.json", std::process::id()));
+        let issuer = TestIssuer::shared();
+        std::fs::write(&path, issuer.jwks().to_string()).unwrap();
+        let config =
+            OidcConfig { issuer: ISSUER.into(), audience: AUDIENCE.into(), jwks: JwksSource::File(path.clone()) };
+        let mut verifier = JwtVerifier::new(&config).unwrap();
+        verifier.jwks = verifier.jwks.with_min_refresh_interval(Duration::ZERO);
+        let token = issuer.token("alice");
+        assert_eq!(verifier.verify(&token).await.unwrap().subject, "alice");
+        assert_eq!(verifier.verify(&token).await.unwrap().subject, "alice", "from the cache");
+
+        // The provider retires the RSA key; a token naming an unknown key makes
+        // us load the new set, and the cached token is then refused.
+        let ec_only = json!({ "keys": [issuer.jwks()["keys"][1].clone()] });
+        std::fs::write(&path, ec_only.to_string()).unwrap();
+        let unknown = "eyJhbGciOiJFUzI1NiIsImtpZCI6Im5ldy0xIn0.e30.c2ln";
+        assert_eq!(verifier.verify(unknown).await.unwrap_err().details.unwrap()["reason"], "unknown_key");
+        let problem = verifier.verify(&token).await.unwrap_err();
+        assert_eq!(problem.details.unwrap()["reason"], "unknown_key");
     }
 }

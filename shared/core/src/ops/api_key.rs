@@ -62,7 +62,7 @@ async fn issue(
     rotated_from_id: Option<ApiKeyId>,
 ) -> Result<SecretOutput> {
     let ws = ctx.workspace()?;
-    let entitlement = store::entitlements::lock(conn, ws.id).await?;
+    let entitlement = super::lock_workspace(ctx, conn).await?;
     let usage = store::entitlements::usage(conn, ws.id).await?;
     entitlement.check_limit(LimitKey::ApiKeys, usage.api_keys, 1)?;
     let created_by = creator(ctx)?;

@@ -39,6 +39,20 @@ impl Ctx<'_> {
     }
 }
 
+/// Locks the selected Workspace for a mutation that consumes a limit, and checks
+/// again, on the locked row, what the call path checked before the transaction:
+/// an archive or plan change that committed in between still fails closed.
+pub(crate) async fn lock_workspace(ctx: &Ctx<'_>, conn: &mut PgConnection) -> Result<crate::entitlements::Entitlement> {
+    let locked = crate::store::entitlements::lock(conn, ctx.workspace()?.id).await?;
+    if locked.archived {
+        return Err(crate::entitlements::workspace_archived().into());
+    }
+    if !locked.entitlement.is_active(ctx.now) {
+        return Err(crate::entitlements::entitlement_required(&locked.entitlement, ctx.now).into());
+    }
+    Ok(locked.entitlement)
+}
+
 pub(crate) trait Handler {
     type Input: DeserializeOwned + Send;
     type Output: Respond + Send;
@@ -126,10 +140,12 @@ pub(crate) async fn dispatch(
 }
 
 fn parse<T: DeserializeOwned>(input: Value) -> Result<T> {
-    // The schema has been checked; what serde still refuses (an integer written
-    // as `50.0`) is reported the same way.
-    serde_json::from_value(input)
-        .map_err(|e| Problem::schema_violation(vec![Issue { path: String::new(), message: e.to_string() }]).into())
+    // The schema has been checked, so this should not fail; if it does, say so
+    // without quoting the input.
+    serde_json::from_value(input).map_err(|_| {
+        let message = "does not have the shape of this operation's input".to_owned();
+        Problem::schema_violation(vec![Issue { path: String::new(), message }]).into()
+    })
 }
 
 async fn read<H: Handler>(ctx: &Ctx<'_>, conn: &mut PgConnection, input: Value) -> Result<Reply> {

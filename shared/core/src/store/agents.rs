@@ -64,12 +64,13 @@ impl super::Slugged for NewAgent<'_> {
     }
 }
 
-/// Live slugs of the Workspace equal to `base` or of the form `base-N`.
+/// Live slugs of the Workspace that could be candidates for `base` (see
+/// [`super::Slugged::slugs_like`]).
 #[tracing::instrument(level = "debug", skip(conn))]
 pub async fn slugs_like(conn: &mut PgConnection, workspace: WorkspaceId, base: &str) -> sqlx::Result<Vec<String>> {
     sqlx::query_scalar!(
         r#"SELECT slug FROM agents
-           WHERE workspace_id = $1 AND deleted_at IS NULL AND (slug = $2 OR slug LIKE $2 || '-%')"#,
+           WHERE workspace_id = $1 AND deleted_at IS NULL AND slug LIKE left($2, 50) || '%'"#,
         workspace as WorkspaceId,
         base,
     )

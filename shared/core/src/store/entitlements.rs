@@ -7,40 +7,44 @@ use time::OffsetDateTime;
 use crate::entitlements::{Entitlement, LimitKey};
 use crate::ids::WorkspaceId;
 
-async fn fetch(conn: &mut PgConnection, workspace: WorkspaceId, for_update: bool) -> sqlx::Result<Entitlement> {
-    // Two statements rather than string-built SQL, so both stay compile-checked.
-    let row = if for_update {
-        sqlx::query!(
-            r#"SELECT plan, trial_end, period_end, cancel_at_period_end, limit_overrides
-               FROM workspaces WHERE id = $1 FOR UPDATE"#,
-            workspace as WorkspaceId,
-        )
-        .fetch_one(conn)
-        .await
-        .map(|r| (r.plan, r.trial_end, r.period_end, r.cancel_at_period_end, r.limit_overrides))?
-    } else {
-        sqlx::query!(
-            r#"SELECT plan, trial_end, period_end, cancel_at_period_end, limit_overrides
-               FROM workspaces WHERE id = $1"#,
-            workspace as WorkspaceId,
-        )
-        .fetch_one(conn)
-        .await
-        .map(|r| (r.plan, r.trial_end, r.period_end, r.cancel_at_period_end, r.limit_overrides))?
-    };
-    Ok(Entitlement::from_row(&row.0, row.1, row.2, row.3, &row.4))
-}
-
 #[tracing::instrument(level = "debug", skip(conn))]
 pub async fn get(conn: &mut PgConnection, workspace: WorkspaceId) -> sqlx::Result<Entitlement> {
-    fetch(conn, workspace, false).await
+    let row = sqlx::query!(
+        r#"SELECT plan, trial_end, period_end, cancel_at_period_end, limit_overrides FROM workspaces WHERE id = $1"#,
+        workspace as WorkspaceId,
+    )
+    .fetch_one(conn)
+    .await?;
+    Ok(Entitlement::from_row(&row.plan, row.trial_end, row.period_end, row.cancel_at_period_end, &row.limit_overrides))
+}
+
+/// A Workspace row locked by a mutation that consumes a limit.
+pub struct Locked {
+    pub archived: bool,
+    pub entitlement: Entitlement,
 }
 
 /// Reads the Entitlement and locks its Workspace row until the transaction ends,
 /// so concurrent mutations that consume a limit are counted one after another.
 #[tracing::instrument(level = "debug", skip(conn))]
-pub async fn lock(conn: &mut PgConnection, workspace: WorkspaceId) -> sqlx::Result<Entitlement> {
-    fetch(conn, workspace, true).await
+pub async fn lock(conn: &mut PgConnection, workspace: WorkspaceId) -> sqlx::Result<Locked> {
+    let row = sqlx::query!(
+        r#"SELECT status, plan, trial_end, period_end, cancel_at_period_end, limit_overrides
+           FROM workspaces WHERE id = $1 FOR UPDATE"#,
+        workspace as WorkspaceId,
+    )
+    .fetch_one(conn)
+    .await?;
+    Ok(Locked {
+        archived: row.status == "archived",
+        entitlement: Entitlement::from_row(
+            &row.plan,
+            row.trial_end,
+            row.period_end,
+            row.cancel_at_period_end,
+            &row.limit_overrides,
+        ),
+    })
 }
 
 #[tracing::instrument(level = "debug", skip(conn))]

@@ -25,7 +25,9 @@ pub(crate) trait Slugged: Sync {
         slug: &str,
     ) -> impl Future<Output = sqlx::Result<Option<Self::Row>>> + Send;
 
-    /// Slugs of the scope equal to `base` or of the form `base-N`.
+    /// Slugs of the scope that could be candidates for `base`: every one that
+    /// starts with its first 50 characters. A candidate `base-N` shortens a long
+    /// base to stay within 60 characters, but never below 50.
     fn slugs_like(&self, conn: &mut PgConnection, base: &str)
     -> impl Future<Output = sqlx::Result<Vec<String>>> + Send;
 }

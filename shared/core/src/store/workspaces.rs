@@ -60,12 +60,10 @@ impl super::Slugged for NewWorkspace<'_> {
     }
 }
 
-/// Slugs equal to `base` or of the form `base-N`.
+/// Slugs that could be candidates for `base` (see [`super::Slugged::slugs_like`]).
 #[tracing::instrument(level = "debug", skip(conn))]
 pub async fn slugs_like(conn: &mut PgConnection, base: &str) -> sqlx::Result<Vec<String>> {
-    sqlx::query_scalar!("SELECT slug FROM workspaces WHERE slug = $1 OR slug LIKE $1 || '-%'", base)
-        .fetch_all(conn)
-        .await
+    sqlx::query_scalar!("SELECT slug FROM workspaces WHERE slug LIKE left($1, 50) || '%'", base).fetch_all(conn).await
 }
 
 /// Adds a member, or changes an existing member's role.
