@@ -228,8 +228,9 @@ pub fn by_path(path: &str) -> Option<&'static Operation> {
 
 /// Looks an operation up by its MCP tool name.
 pub fn by_tool_name(name: &str) -> Option<&'static Operation> {
-    let id = name.strip_prefix("svc_")?;
-    CATALOG.iter().find(|op| op.id.replace('.', "_") == id)
+    static NAMES: OnceLock<Vec<String>> = OnceLock::new();
+    let names = NAMES.get_or_init(|| CATALOG.iter().map(Operation::tool_name).collect());
+    names.iter().position(|tool| tool == name).map(|i| &CATALOG[i])
 }
 
 /// Looks an operation up by its id (`agent.create`).
