@@ -76,9 +76,7 @@ impl Handler for Create {
 
     async fn handle(ctx: &Ctx<'_>, conn: &mut PgConnection, input: CreateInput) -> Result<AgentOutput> {
         let ws = ctx.workspace()?;
-        let entitlement = super::lock_workspace(ctx, conn).await?;
-        let usage = store::entitlements::usage(conn, ws.id).await?;
-        entitlement.check_limit(LimitKey::Agents, usage.agents, 1)?;
+        super::reserve(ctx, conn, LimitKey::Agents, 1).await?;
         let mut agent = NewAgent {
             id: AgentId::new(),
             workspace_id: ws.id,

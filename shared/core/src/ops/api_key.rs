@@ -9,10 +9,9 @@ use svc_contract::{Preset, Problem, Scope, resources};
 
 use super::{Ctx, Handler, Page};
 use crate::auth::api_key::{self, key_prefix};
-use crate::caller::Principal;
 use crate::entitlements::LimitKey;
 use crate::error::{Error, Result};
-use crate::ids::{ApiKeyId, UserId};
+use crate::ids::ApiKeyId;
 use crate::store::api_keys::{ApiKeyRow, NewApiKey};
 use crate::timestamp::millis;
 use crate::{cursor, store};
@@ -38,13 +37,6 @@ fn not_found() -> Problem {
     Problem::not_found("API key")
 }
 
-fn creator(ctx: &Ctx<'_>) -> Result<UserId> {
-    match &ctx.caller.principal {
-        Principal::User(user) => Ok(user.id),
-        Principal::ApiKey(_) => Err(Error::internal("key management called with an API key")),
-    }
-}
-
 /// Locks a key of the selected Workspace; an id of another Workspace's key, or
 /// one that cannot be an id, names nothing.
 async fn lock_key(ctx: &Ctx<'_>, conn: &mut PgConnection, id: &str) -> Result<ApiKeyRow> {
@@ -62,10 +54,8 @@ async fn issue(
     rotated_from_id: Option<ApiKeyId>,
 ) -> Result<SecretOutput> {
     let ws = ctx.workspace()?;
-    let entitlement = super::lock_workspace(ctx, conn).await?;
-    let usage = store::entitlements::usage(conn, ws.id).await?;
-    entitlement.check_limit(LimitKey::ApiKeys, usage.api_keys, 1)?;
-    let created_by = creator(ctx)?;
+    super::reserve(ctx, conn, LimitKey::ApiKeys, 1).await?;
+    let created_by = ctx.user_id()?;
     for _ in 0..3 {
         let key = api_key::generate().map_err(|e| Error::internal(format!("no randomness: {e}")))?;
         let new = NewApiKey {

@@ -18,9 +18,11 @@ use sqlx::{Connection, PgConnection};
 use svc_contract::{Issue, Operation, OperationId, Problem, ProblemCode};
 use time::OffsetDateTime;
 
-use crate::caller::{Caller, WorkspaceContext};
+use crate::caller::{Caller, Principal, WorkspaceContext};
+use crate::entitlements::{self, LimitKey};
 use crate::error::{Error, Result};
 use crate::idempotency::{Claim, IdempotencyKey};
+use crate::ids::UserId;
 use crate::service::{ClientHints, Reply, Service};
 
 /// What a handler knows about its call.
@@ -37,20 +39,32 @@ impl Ctx<'_> {
     pub fn workspace(&self) -> Result<&WorkspaceContext> {
         self.workspace.ok_or_else(|| Error::internal("handler of a Workspace operation called without one"))
     }
+
+    /// The calling User of an operation only User sessions may call.
+    pub fn user_id(&self) -> Result<UserId> {
+        match &self.caller.principal {
+            Principal::User(user) => Ok(user.id),
+            Principal::ApiKey(_) => Err(Error::internal("User-only operation called with an API key")),
+        }
+    }
 }
 
-/// Locks the selected Workspace for a mutation that consumes a limit, and checks
-/// again, on the locked row, what the call path checked before the transaction:
-/// an archive or plan change that committed in between still fails closed.
-pub(crate) async fn lock_workspace(ctx: &Ctx<'_>, conn: &mut PgConnection) -> Result<crate::entitlements::Entitlement> {
-    let locked = crate::store::entitlements::lock(conn, ctx.workspace()?.id).await?;
+/// Makes room for `requested` more of `key` in the selected Workspace, in the
+/// mutation's transaction: locks the Workspace row (so concurrent mutations are
+/// counted one after another), checks again on it what the call path checked
+/// before the transaction (an archive or plan change that committed in between
+/// still fails closed), then checks the limit against current usage.
+pub(crate) async fn reserve(ctx: &Ctx<'_>, conn: &mut PgConnection, key: LimitKey, requested: u64) -> Result<()> {
+    let ws = ctx.workspace()?.id;
+    let locked = crate::store::entitlements::lock(conn, ws).await?;
     if locked.archived {
-        return Err(crate::entitlements::workspace_archived().into());
+        return Err(entitlements::workspace_archived().into());
     }
     if !locked.entitlement.is_active(ctx.now) {
-        return Err(crate::entitlements::entitlement_required(&locked.entitlement, ctx.now).into());
+        return Err(entitlements::entitlement_required(&locked.entitlement, ctx.now).into());
     }
-    Ok(locked.entitlement)
+    let usage = crate::store::entitlements::usage(conn, ws).await?;
+    Ok(locked.entitlement.check_limit(key, usage.get(key), requested)?)
 }
 
 pub(crate) trait Handler {

@@ -9,9 +9,8 @@ use svc_contract::operations::workspace::{
 use svc_contract::resources::{self, WorkspaceStatus};
 
 use super::{Ctx, Handler, Page};
-use crate::caller::Principal;
 use crate::entitlements::TRIAL_LENGTH;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::ids::WorkspaceId;
 use crate::store::workspaces::{NewWorkspace, WorkspaceRow};
 use crate::timestamp::millis;
@@ -27,13 +26,6 @@ fn resource(row: WorkspaceRow) -> resources::Workspace {
     }
 }
 
-fn user_id(ctx: &Ctx<'_>) -> Result<crate::ids::UserId> {
-    match &ctx.caller.principal {
-        Principal::User(user) => Ok(user.id),
-        Principal::ApiKey(_) => Err(Error::internal("User-only operation called with an API key")),
-    }
-}
-
 pub(crate) struct List;
 
 impl Handler for List {
@@ -42,7 +34,8 @@ impl Handler for List {
 
     async fn handle(ctx: &Ctx<'_>, conn: &mut PgConnection, input: ListInput) -> Result<Self::Output> {
         let after = input.cursor.as_deref().map(|c| cursor::decode("workspaces", c)).transpose()?;
-        let rows = store::workspaces::list_for_user(conn, user_id(ctx)?, after, i64::from(input.page_size) + 1).await?;
+        let rows =
+            store::workspaces::list_for_user(conn, ctx.user_id()?, after, i64::from(input.page_size) + 1).await?;
         let (rows, next_cursor) = cursor::page(rows, input.page_size, "workspaces", |row| row.id.0);
         Ok(Page { data: ListOutput { workspaces: rows.into_iter().map(resource).collect() }, next_cursor })
     }
@@ -66,7 +59,7 @@ impl Handler for Create {
     type Output = WorkspaceOutput;
 
     async fn handle(ctx: &Ctx<'_>, conn: &mut PgConnection, input: CreateInput) -> Result<WorkspaceOutput> {
-        let owner = user_id(ctx)?;
+        let owner = ctx.user_id()?;
         let new = NewWorkspace { id: WorkspaceId::new(), name: &input.name, trial_end: ctx.now + TRIAL_LENGTH };
         let row = match &input.slug {
             Some(slug) => store::workspaces::insert(conn, new.id, new.name, slug, new.trial_end)
