@@ -89,6 +89,8 @@ pub enum OperationId {
 pub const DEFAULT_BODY_LIMIT: usize = 1024 * 1024;
 const CONTENT_BODY_LIMIT: usize = 8 * 1024 * 1024;
 const MANIFEST_BODY_LIMIT: usize = 128 * 1024 * 1024;
+/// The largest body limit of any operation.
+pub const MAX_BODY_LIMIT: usize = MANIFEST_BODY_LIMIT;
 
 /// One entry of the catalog.
 #[derive(Debug)]
@@ -130,6 +132,30 @@ impl Operation {
     /// Whether the spec lists `code` among this operation's additional problems.
     pub fn lists(&self, code: ProblemCode) -> bool {
         self.problems.contains(&code)
+    }
+
+    /// Every problem the call path can answer this operation with: the common
+    /// four, the spec's list, and what the call path's own rules add (contract
+    /// §1: security wins over the table). A User may not have finished setup;
+    /// an API key may lack the scope, name another Workspace, or not be allowed
+    /// at all; a role may be too low; a Workspace may not be selectable.
+    pub fn possible_problems(&self) -> Vec<ProblemCode> {
+        let keys = self.allows(AuthKind::WorkspaceApiKey);
+        let mut problems: Vec<ProblemCode> = ProblemCode::COMMON.to_vec();
+        problems.extend_from_slice(self.problems);
+        if self.allows(AuthKind::OauthToken) {
+            problems.push(SetupRequired);
+        }
+        if self.workspace != WorkspaceRequirement::None {
+            problems.push(WorkspaceSelectionRequired);
+        }
+        let refused_key = !keys || self.scope.is_some() || self.workspace != WorkspaceRequirement::None;
+        if refused_key || self.min_role > Role::Member {
+            problems.push(PermissionDenied);
+        }
+        problems.sort_by_key(|p| ProblemCode::ALL.iter().position(|c| c == p));
+        problems.dedup();
+        problems
     }
 
     /// Input schema: the input type's schema, plus `idempotencyKey` when mutating.
@@ -649,10 +675,46 @@ widget.verify | WS, PD, NF, WA, EN, PF";
         }
     }
 
+    /// A known answer computed apart from this code (Python's `json.dumps` with
+    /// sorted keys and no white space, then SHA-256), and a digest that moves
+    /// with any change to any operation.
     #[test]
-    fn digest_is_stable_and_well_formed() {
-        let digest = catalog_digest();
-        assert!(digest.starts_with("sha256:") && digest.len() == 71);
-        assert_eq!(digest, crate::digest::sha256_jcs(&operations_json()));
+    fn the_digest_is_sha256_of_the_canonical_operations() {
+        let sample = json!({"operations": [{"z": null, "id": "a.b", "n": 1.5, "s": "é\n", "list": [1, true, {"b": 2, "a": "x"}]}]});
+        assert_eq!(
+            crate::digest::sha256_jcs(&sample),
+            "sha256:b8cf816120e1e7d588d3516ceaa8e2e016f16b0c4453d36f9441590ed4a1cdfd"
+        );
+        let operations = operations_json();
+        let digest = crate::digest::sha256_jcs(&operations);
+        assert_eq!(catalog_digest(), digest);
+        for i in 0..CATALOG.len() {
+            let mut changed = operations.clone();
+            changed[i]["summary"] = json!("changed");
+            assert_ne!(crate::digest::sha256_jcs(&changed), digest, "operation {i}");
+        }
+    }
+
+    #[test]
+    fn possible_problems_cover_the_call_path_rules() {
+        let of = |id: &str| by_id(id).unwrap().possible_problems();
+        // A scope the key lacks, and a role the member lacks.
+        assert!(of("agent.configure").contains(&PermissionDenied));
+        assert!(of("workspace.rename").contains(&PermissionDenied));
+        // Keys may not call User-only operations; Users may not have set up.
+        assert!(of("workspace.list").contains(&PermissionDenied));
+        assert!(of("workspace.list").contains(&SetupRequired));
+        assert!(!of("workspace.list").contains(&WorkspaceSelectionRequired));
+        // identity.status: a key naming another Workspace, an unknown one.
+        assert!(of("identity.status").contains(&PermissionDenied));
+        for op in &CATALOG {
+            let possible = op.possible_problems();
+            for code in ProblemCode::COMMON.iter().chain(op.problems) {
+                assert!(possible.contains(code), "{} misses {code}", op.id);
+            }
+            let mut unique = possible.clone();
+            unique.dedup();
+            assert_eq!(unique, possible, "{}", op.id);
+        }
     }
 }

@@ -1,15 +1,17 @@
 //! RFC 8785 (JCS) canonical JSON and the SHA-256 digests built on it.
 
 use std::fmt::Write;
+use std::io;
 
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 /// The JCS canonical form of `value`: sorted keys, no white space, ES6 numbers.
 pub fn canonical_json(value: &Value) -> String {
-    let mut out = String::new();
-    write_canonical(value, &mut out);
-    out
+    let mut out = Vec::new();
+    // Writing to a Vec cannot fail, and the output is UTF-8 (JSON of a Value).
+    let _ = write_canonical(value, &mut out);
+    String::from_utf8(out).unwrap_or_default()
 }
 
 /// `sha256:` and the lower-case hex SHA-256 of `bytes`.
@@ -19,7 +21,9 @@ pub fn sha256_prefixed(bytes: &[u8]) -> String {
 
 /// `sha256:` and the hex SHA-256 of the canonical form of `value`.
 pub fn sha256_jcs(value: &Value) -> String {
-    sha256_prefixed(canonical_json(value).as_bytes())
+    let mut hasher = Sha256::new();
+    let _ = write_canonical(value, &mut hasher);
+    format!("sha256:{}", hex(&hasher.finalize()))
 }
 
 /// Lower-case hex of `bytes`.
@@ -31,47 +35,46 @@ pub fn hex(bytes: &[u8]) -> String {
     out
 }
 
-fn write_canonical(value: &Value, out: &mut String) {
+/// Writes the JCS canonical form of `value` to `out` as it goes: nothing is
+/// copied, so hashing a large input costs no memory beyond the hasher.
+pub fn write_canonical(value: &Value, out: &mut impl io::Write) -> io::Result<()> {
     match value {
-        Value::Null | Value::Bool(_) | Value::String(_) => {
-            // serde_json escapes strings exactly as JCS requires: `"`, `\`, the
-            // short escapes, other control characters as lower-case `\u00xx`.
-            out.push_str(&value.to_string());
-        }
-        Value::Number(number) => match (number.as_i64(), number.as_u64(), number.as_f64()) {
-            (Some(i), _, _) => {
-                let _ = write!(out, "{i}");
-            }
-            (None, Some(u), _) => {
-                let _ = write!(out, "{u}");
-            }
-            (None, None, Some(f)) => out.push_str(&es6_number(f)),
-            (None, None, None) => out.push_str("null"),
+        Value::Null => out.write_all(b"null"),
+        Value::Bool(true) => out.write_all(b"true"),
+        Value::Bool(false) => out.write_all(b"false"),
+        // serde_json escapes strings exactly as JCS requires: `"`, `\`, the
+        // short escapes, other control characters as lower-case `\u00xx`.
+        Value::String(text) => serde_json::to_writer(&mut *out, text).map_err(io::Error::other),
+        // JCS numbers are IEEE 754 doubles written as ES6 does (RFC 8785
+        // §3.2.2.3): an integer beyond 2^53 is written as the double it rounds to.
+        Value::Number(number) => match number.as_f64() {
+            Some(f) if f.is_finite() => out.write_all(es6_number(f).as_bytes()),
+            _ => out.write_all(b"null"),
         },
         Value::Array(items) => {
-            out.push('[');
+            out.write_all(b"[")?;
             for (i, item) in items.iter().enumerate() {
                 if i > 0 {
-                    out.push(',');
+                    out.write_all(b",")?;
                 }
-                write_canonical(item, out);
+                write_canonical(item, out)?;
             }
-            out.push(']');
+            out.write_all(b"]")
         }
         Value::Object(map) => {
             let mut entries: Vec<(&String, &Value)> = map.iter().collect();
             // JCS orders keys by their UTF-16 code units.
             entries.sort_by(|(a, _), (b, _)| a.encode_utf16().cmp(b.encode_utf16()));
-            out.push('{');
+            out.write_all(b"{")?;
             for (i, (key, item)) in entries.into_iter().enumerate() {
                 if i > 0 {
-                    out.push(',');
+                    out.write_all(b",")?;
                 }
-                out.push_str(&Value::String(key.clone()).to_string());
-                out.push(':');
-                write_canonical(item, out);
+                serde_json::to_writer(&mut *out, key).map_err(io::Error::other)?;
+                out.write_all(b":")?;
+                write_canonical(item, out)?;
             }
-            out.push('}');
+            out.write_all(b"}")
         }
     }
 }
@@ -118,10 +121,29 @@ mod tests {
             (0.000000000000000000000000001, "1e-27"),
             (2.0, "2"),
             (-0.0, "0"),
+            (9_007_199_254_740_992.0, "9007199254740992"),
         ];
         for (input, expected) in cases {
             assert_eq!(canonical_json(&json!(input)), expected, "{input}");
         }
+    }
+
+    /// Integers are doubles in JCS: beyond 2^53 they are written as the double
+    /// they round to, and from 1e21 in exponent form (RFC 8785 §3.2.2.3).
+    #[test]
+    fn large_integers_are_written_as_doubles() {
+        assert_eq!(canonical_json(&json!(9_007_199_254_740_993_u64)), "9007199254740992");
+        assert_eq!(canonical_json(&json!(-9_007_199_254_740_993_i64)), "-9007199254740992");
+        assert_eq!(canonical_json(&json!(u64::MAX)), "18446744073709552000");
+        assert_eq!(canonical_json(&json!(123_456_789_012_u64)), "123456789012");
+        assert_eq!(canonical_json(&json!([1, -1, 0])), "[1,-1,0]");
+    }
+
+    #[test]
+    fn hashing_streams_the_same_bytes() {
+        let value = json!({"b": "x\u{1}\"", "a": [1.5, null, true], "€": {}});
+        assert_eq!(sha256_jcs(&value), sha256_prefixed(canonical_json(&value).as_bytes()));
+        assert_eq!(canonical_json(&value), r#"{"a":[1.5,null,true],"b":"x\u0001\"","€":{}}"#);
     }
 
     /// String and key-order example from RFC 8785 section 3.2.3.

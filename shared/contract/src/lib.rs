@@ -7,6 +7,7 @@
 pub mod catalog;
 pub mod chat;
 pub mod digest;
+pub mod files;
 pub mod identity;
 pub mod knowledge;
 pub mod openapi;

@@ -62,10 +62,14 @@ fn operation_object(op: &Operation) -> Value {
         }),
     );
     let mut by_status: BTreeMap<u16, Vec<&str>> = BTreeMap::new();
-    for code in ProblemCode::COMMON.iter().chain(op.problems) {
+    for code in op.possible_problems() {
         by_status.entry(code.http_status()).or_default().push(code.as_str());
     }
-    by_status.entry(413).or_default().push("invalid_request");
+    // Refusals of the request itself: a method other than POST, a body too slow
+    // or too large, a dependency down or contention (with `Retry-After`).
+    for (status, code) in [(405, "invalid_request"), (408, "invalid_request"), (413, "invalid_request")] {
+        by_status.entry(status).or_default().push(code);
+    }
     by_status.entry(503).or_default().push("internal_error");
     for (status, codes) in by_status {
         responses.insert(
@@ -87,7 +91,7 @@ fn operation_object(op: &Operation) -> Value {
         "tags": [op.id.split('.').next().unwrap_or(op.id)],
         "parameters": parameters,
         "requestBody": {
-            "required": false,
+            "required": has_required_fields(op),
             "content": { "application/json": { "schema": without_dialect(op.input_schema()) } }
         },
         "responses": responses,
@@ -98,6 +102,12 @@ fn operation_object(op: &Operation) -> Value {
         "x-svc-mutating": op.mutating,
         "x-svc-scope": op.scope.map(|s| s.as_str()),
     })
+}
+
+/// Whether the input has required fields: an empty body (`{}`) serves only
+/// operations without any.
+fn has_required_fields(op: &Operation) -> bool {
+    op.input_schema().get("required").and_then(Value::as_array).is_some_and(|r| !r.is_empty())
 }
 
 /// The OpenAPI document of every operation in the catalog.

@@ -122,14 +122,15 @@ pub struct Problem {
     /// Set when a dependency (database, queue) is unreachable: answered 503 with
     /// `Retry-After` instead of 500.
     pub unavailable: bool,
-    /// Set when the request body is over the operation's limit: answered 413
-    /// instead of 400.
-    pub too_large: bool,
+    /// Set for a refusal of the HTTP request itself rather than of its input (413
+    /// a body over the limit, 408 a body too slow to arrive, 406, 415): answered
+    /// with this status instead of the code's.
+    pub transport_status: Option<u16>,
 }
 
 impl Problem {
     pub fn new(code: ProblemCode, message: impl Into<Cow<'static, str>>) -> Self {
-        Self { code, message: message.into(), details: None, unavailable: false, too_large: false }
+        Self { code, message: message.into(), details: None, unavailable: false, transport_status: None }
     }
 
     /// Adds one entry to `details`.
@@ -175,20 +176,42 @@ impl Problem {
         }
     }
 
+    /// Contention: the call waited its turn too long, or lost a race it can win on
+    /// a retry. Nothing was written; `internal_error` answered 503 with `Retry-After`.
+    pub fn busy() -> Self {
+        Self {
+            unavailable: true,
+            ..Self::new(
+                ProblemCode::InternalError,
+                "The service is busy with other changes to this Workspace; retry shortly.",
+            )
+            .with_detail("reason", "busy")
+        }
+    }
+
     /// `invalid_request` for a body over `limit` bytes: answered 413.
     pub fn body_too_large(limit: usize) -> Self {
-        Self {
-            too_large: true,
-            ..Self::invalid("body_too_large", format!("The request body is larger than {limit} bytes."))
-                .with_detail("limit", limit)
-        }
+        Self::invalid("body_too_large", format!("The request body is larger than {limit} bytes."))
+            .with_detail("limit", limit)
+            .with_transport_status(413)
+    }
+
+    /// `invalid_request` for a body that did not arrive in time: answered 408.
+    pub fn body_timeout() -> Self {
+        Self::invalid("body_timeout", "The request body did not arrive in time.").with_transport_status(408)
+    }
+
+    /// Answers this problem with `status` (a refusal of the HTTP request itself).
+    pub fn with_transport_status(mut self, status: u16) -> Self {
+        self.transport_status = Some(status);
+        self
     }
 
     pub fn http_status(&self) -> u16 {
         if self.unavailable {
             503
-        } else if self.too_large {
-            413
+        } else if let Some(status) = self.transport_status {
+            status
         } else {
             self.code.http_status()
         }
@@ -244,7 +267,8 @@ mod tests {
         );
         assert_eq!(Problem::unavailable().http_status(), 503);
         assert_eq!(Problem::body_too_large(10).http_status(), 413);
-        assert_eq!(Problem::body_too_large(10).http_status(), 413);
+        assert_eq!(Problem::body_timeout().http_status(), 408);
+        assert_eq!(Problem::busy().http_status(), 503);
     }
 
     #[test]

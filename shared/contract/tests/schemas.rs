@@ -1,36 +1,19 @@
-//! The checked-in `schemas/` folder must equal what the code generates.
+//! The checked-in `schemas/` folder must equal what the code generates, and the
+//! published digest must be the digest of the published operations.
 //!
 //! After a deliberate contract change, regenerate with
-//! `SVC_UPDATE_SCHEMAS=1 cargo test -p svc-contract --test schemas`.
+//! `cargo run -p svc-contract --example write-schemas`.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
-use svc_contract::{CATALOG, catalog, openapi};
+use svc_contract::catalog;
+use svc_contract::digest::sha256_jcs;
+use svc_contract::files::schema_files;
 
 fn schemas_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../schemas")
-}
-
-fn pretty(value: &Value) -> String {
-    let mut text = serde_json::to_string_pretty(value).expect("JSON values serialize");
-    text.push('\n');
-    text
-}
-
-/// Every generated file, by its path below `schemas/`.
-fn generated() -> BTreeMap<String, String> {
-    let mut files = BTreeMap::new();
-    files.insert("catalog.json".to_owned(), pretty(&catalog::document()));
-    files.insert("openapi.json".to_owned(), pretty(&openapi::document()));
-    for op in &CATALOG {
-        let input = Value::Object(op.input_schema().clone());
-        let output = Value::Object(op.output_schema().clone());
-        files.insert(format!("operations/{}.input.json", op.id), pretty(&input));
-        files.insert(format!("operations/{}.output.json", op.id), pretty(&output));
-    }
-    files
 }
 
 fn checked_in() -> BTreeMap<String, String> {
@@ -53,16 +36,8 @@ fn checked_in() -> BTreeMap<String, String> {
 
 #[test]
 fn schemas_folder_matches_the_code() {
-    let generated = generated();
-    if std::env::var_os("SVC_UPDATE_SCHEMAS").is_some() {
-        let dir = schemas_dir();
-        let _ = std::fs::remove_dir_all(dir.join("operations"));
-        std::fs::create_dir_all(dir.join("operations")).expect("create schemas/operations");
-        for (name, text) in &generated {
-            std::fs::write(dir.join(name), text).expect("write schema file");
-        }
-        return;
-    }
+    let generated = schema_files();
+    assert_eq!(generated.len(), 2 + 2 * 30);
     let checked_in = checked_in();
     let stale: Vec<&String> = checked_in.keys().filter(|k| !generated.contains_key(*k)).collect();
     let drifted: Vec<&String> =
@@ -70,7 +45,17 @@ fn schemas_folder_matches_the_code() {
     assert!(
         stale.is_empty() && drifted.is_empty(),
         "schemas/ drifted from the code (changed or missing: {drifted:?}; stale: {stale:?}).\n\
-         Regenerate with: SVC_UPDATE_SCHEMAS=1 cargo test -p svc-contract --test schemas"
+         Regenerate with: cargo run -p svc-contract --example write-schemas"
     );
-    assert_eq!(generated.len(), 2 + 2 * 30);
+}
+
+/// Clients compare digests: the one published must be the JCS SHA-256 of the
+/// operations published beside it, read back from the file.
+#[test]
+fn the_published_digest_is_that_of_the_published_operations() {
+    let text = std::fs::read_to_string(schemas_dir().join("catalog.json")).expect("schemas/catalog.json");
+    let published: Value = serde_json::from_str(&text).expect("JSON");
+    let digest = published["catalogDigest"].as_str().expect("a digest");
+    assert_eq!(digest, sha256_jcs(&published["operations"]));
+    assert_eq!(digest, catalog::catalog_digest());
 }
