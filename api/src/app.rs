@@ -5,23 +5,31 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
-use axum::extract::Request;
+use axum::body::Body;
+use axum::extract::{ConnectInfo, Request};
 use axum::middleware::{self, Next};
 use axum::response::Response;
 use axum::routing::{any, get};
-use axum::serve::ListenerExt;
+use hyper::body::Incoming;
+use hyper::server::conn::http1;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::server::graceful::GracefulShutdown;
+use hyper_util::service::TowerToHyperService;
 use sqlx::PgPool;
 use svc_contract::{Problem, ProblemCode};
 use svc_core::Service;
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
+use tower::{Service as _, service_fn};
 use tower_http::trace::TraceLayer;
 
+use crate::body::BodyPolicy;
 use crate::config::ServeConfig;
 use crate::discovery::Documents;
+use crate::guard::Guarded;
 use crate::metrics::Metrics;
 use crate::response::{self, RequestId};
-use crate::{discovery, health, mcp, operations};
+use crate::{discovery, health, keepalive, mcp, operations};
 
 /// What every handler shares.
 #[derive(Clone)]
@@ -30,16 +38,18 @@ pub struct AppState {
     pub redis: redis::Client,
     pub metrics: Arc<Metrics>,
     pub documents: Arc<Documents>,
+    pub bodies: BodyPolicy,
 }
 
 impl AppState {
     pub fn new(pool: PgPool, config: &ServeConfig) -> anyhow::Result<Self> {
-        let service = Service::new(pool, config.core()?).map_err(|e| anyhow::anyhow!(e))?;
+        let service = Service::new(pool, None, config.core()?).map_err(|e| anyhow::anyhow!(e))?;
         Ok(Self {
             service: Arc::new(service),
             redis: redis::Client::open(config.redis_url())?,
             metrics: Arc::new(Metrics::default()),
             documents: Arc::new(Documents::new(config)),
+            bodies: config.body_policy(),
         })
     }
 }
@@ -77,6 +87,7 @@ pub fn router(state: AppState, config: &ServeConfig, shutdown: CancellationToken
             let request_id = request.extensions().get::<RequestId>().map(|r| r.0.as_str()).unwrap_or_default();
             tracing::info_span!("request", method = %request.method(), path = %request.uri().path(), request_id)
         }))
+        .layer(middleware::from_fn(keepalive::layer))
         .layer(middleware::from_fn(request_id))
 }
 
@@ -96,23 +107,13 @@ async fn not_found(request: Request) -> Response {
     response::problem(&Problem::new(ProblemCode::ResourceNotFound, "There is nothing at this address."), &id)
 }
 
-/// Accepted connections send small responses at once: without `TCP_NODELAY`,
-/// Nagle's algorithm can hold a response back until the client acknowledges the
-/// previous segment (tens of milliseconds with delayed ACKs).
-pub fn no_delay(listener: TcpListener) -> impl axum::serve::Listener<Io = TcpStream, Addr = SocketAddr> {
-    listener.tap_io(|stream| {
-        if let Err(error) = stream.set_nodelay(true) {
-            tracing::warn!(%error, "could not set TCP_NODELAY");
-        }
-    })
-}
-
 /// A bound, ready-to-run API server.
 pub struct App {
     listener: TcpListener,
     router: Router,
     shutdown: CancellationToken,
     grace: Duration,
+    header_timeout: Duration,
 }
 
 impl App {
@@ -122,33 +123,89 @@ impl App {
         let shutdown = CancellationToken::new();
         let state = AppState::new(pool, config)?;
         let router = router(state, config, shutdown.clone());
-        Ok(Self { listener, router, shutdown, grace: Duration::from_secs(config.shutdown_grace_secs) })
+        Ok(Self {
+            listener,
+            router,
+            shutdown,
+            grace: Duration::from_secs(config.shutdown_grace_secs),
+            header_timeout: Duration::from_secs(config.header_read_timeout_secs.max(1)),
+        })
     }
 
     pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
         self.listener.local_addr()
     }
 
-    /// Serves until `stop` resolves, then lets in-flight requests finish within
-    /// the grace period.
-    pub async fn run_until(self, stop: impl Future<Output = ()> + Send + 'static) -> anyhow::Result<()> {
-        let shutdown = self.shutdown.clone();
-        let server = axum::serve(no_delay(self.listener), self.router)
-            .with_graceful_shutdown(shutdown.clone().cancelled_owned());
-        let mut server = tokio::spawn(server.into_future());
-        tokio::select! {
-            result = &mut server => return Ok(result??),
-            () = stop => {}
+    /// Serves until `stop` resolves; see [`serve`].
+    pub async fn run_until(self, stop: impl Future<Output = ()> + Send + 'static) {
+        let serving = Serving { header_timeout: self.header_timeout, grace: self.grace, shutdown: self.shutdown };
+        serve(self.listener, self.router, serving, stop).await;
+    }
+}
+
+/// How [`serve`] treats connections.
+pub struct Serving {
+    /// Longest wait for a request head (and for the next request on an idle
+    /// keep-alive connection: hyper starts the clock when it waits).
+    pub header_timeout: Duration,
+    /// Time in-flight requests get after `stop`.
+    pub grace: Duration,
+    /// Cancelled when shutdown starts (long-lived handlers watch it).
+    pub shutdown: CancellationToken,
+}
+
+/// Accepts connections on `listener` and serves `router` on them until `stop`
+/// resolves; then stops accepting, closes idle connections, and lets in-flight
+/// requests finish within the grace period.
+///
+/// Each connection's reads pass through [`Guarded`], and each request carries
+/// the client's address (`ConnectInfo`).
+pub async fn serve(listener: TcpListener, router: Router, serving: Serving, stop: impl Future<Output = ()> + Send) {
+    // HTTP/1.1 only: clients reach the API directly or through a proxy that
+    // speaks HTTP/1.1 to it, and hyper's header timer runs from the first byte
+    // awaited (its auto-detecting builder waits for the first bytes untimed).
+    // `half_close`: a read EOF mid-request (the guard's refusal of the next
+    // head, or a client done sending) lets the response in progress finish.
+    let mut builder = http1::Builder::new();
+    builder.timer(TokioTimer::new()).header_read_timeout(serving.header_timeout).half_close(true);
+    let graceful = GracefulShutdown::new();
+    tokio::pin!(stop);
+    loop {
+        let (stream, peer) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                Err(error) => {
+                    // Out of file descriptors and the like: wait, then go on.
+                    tracing::warn!(%error, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            () = &mut stop => break,
+        };
+        // Small responses go out at once: without TCP_NODELAY, Nagle's algorithm
+        // can hold one back until the client acknowledges the previous segment.
+        if let Err(error) = stream.set_nodelay(true) {
+            tracing::warn!(%error, "could not set TCP_NODELAY");
         }
-        tracing::info!(grace_secs = self.grace.as_secs(), "shutting down: finishing in-flight requests");
-        shutdown.cancel();
-        match tokio::time::timeout(self.grace, &mut server).await {
-            Ok(result) => result??,
-            Err(_) => {
-                tracing::warn!("grace period over; dropping the remaining connections");
-                server.abort();
+        let router = router.clone();
+        let service = service_fn(move |mut request: Request<Incoming>| {
+            request.extensions_mut().insert(ConnectInfo(peer));
+            router.clone().call(request.map(Body::new))
+        });
+        let connection =
+            builder.serve_connection(TokioIo::new(Guarded::new(stream)), TowerToHyperService::new(service));
+        let connection = graceful.watch(connection);
+        tokio::spawn(async move {
+            if let Err(error) = connection.await {
+                tracing::debug!(%error, "connection ended with an error");
             }
-        }
-        Ok(())
+        });
+    }
+    drop(listener);
+    tracing::info!(grace_secs = serving.grace.as_secs(), "shutting down: finishing in-flight requests");
+    serving.shutdown.cancel();
+    if tokio::time::timeout(serving.grace, graceful.shutdown()).await.is_err() {
+        tracing::warn!("grace period over; dropping the remaining connections");
     }
 }

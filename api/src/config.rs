@@ -3,9 +3,27 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use secrecy::{ExposeSecret, SecretString};
+use svc_core::runtime::Timeouts;
 use svc_core::{CoreConfig, JwksSource, OidcConfig};
+
+use crate::body::BodyPolicy;
+
+// Defaults of the settings, shared by the flags and `Default`.
+pub const DEFAULT_DATABASE_URL: &str = "postgres://localhost/svc";
+pub const DEFAULT_REDIS_URL: &str = "redis://127.0.0.1:6379";
+pub const DEFAULT_BIND: &str = "127.0.0.1:8080";
+pub const DEFAULT_MAX_CONNECTIONS: u32 = 16;
+pub const DEFAULT_STATEMENT_TIMEOUT_MS: u64 = 30_000;
+pub const DEFAULT_LOCK_TIMEOUT_MS: u64 = 5_000;
+pub const DEFAULT_SHUTDOWN_GRACE_SECS: u64 = 20;
+pub const DEFAULT_HEADER_READ_TIMEOUT_SECS: u64 = 30;
+pub const DEFAULT_BODY_READ_TIMEOUT_SECS: u64 = 30;
+pub const DEFAULT_LARGE_BODY_BUDGET_MIB: u64 = 1024;
+pub const DEFAULT_LARGE_BODY_WAIT_SECS: u64 = 10;
+pub const DEFAULT_WORKSPACE_TURN_WAIT_SECS: u64 = 10;
 
 /// Where the database is (shared by every subcommand).
 #[derive(Clone, Debug, clap::Args)]
@@ -14,13 +32,19 @@ pub struct DatabaseArgs {
     #[arg(
         long = "database-url",
         env = "DATABASE_URL",
-        default_value = "postgres://localhost/svc",
+        default_value = DEFAULT_DATABASE_URL,
         hide_env_values = true
     )]
     pub database_url: SecretString,
     /// Most connections the pool opens.
-    #[arg(long, env = "SVC_DATABASE_MAX_CONNECTIONS", default_value_t = 16)]
+    #[arg(long, env = "SVC_DATABASE_MAX_CONNECTIONS", default_value_t = DEFAULT_MAX_CONNECTIONS)]
     pub database_max_connections: u32,
+    /// Longest SQL statement, in milliseconds (PostgreSQL `statement_timeout`).
+    #[arg(long, env = "SVC_DB_STATEMENT_TIMEOUT_MS", default_value_t = DEFAULT_STATEMENT_TIMEOUT_MS)]
+    pub db_statement_timeout_ms: u64,
+    /// Longest wait for a row lock, in milliseconds (PostgreSQL `lock_timeout`).
+    #[arg(long, env = "SVC_DB_LOCK_TIMEOUT_MS", default_value_t = DEFAULT_LOCK_TIMEOUT_MS)]
+    pub db_lock_timeout_ms: u64,
 }
 
 #[derive(Clone, Debug, clap::Args)]
@@ -28,10 +52,10 @@ pub struct ServeConfig {
     #[command(flatten)]
     pub database: DatabaseArgs,
     /// Redis URL (database index honoured); `/readyz` checks it.
-    #[arg(long = "redis-url", env = "REDIS_URL", default_value = "redis://127.0.0.1:6379", hide_env_values = true)]
+    #[arg(long = "redis-url", env = "REDIS_URL", default_value = DEFAULT_REDIS_URL, hide_env_values = true)]
     pub redis_url: SecretString,
     /// Address to listen on.
-    #[arg(long, env = "SVC_BIND", default_value = "127.0.0.1:8080")]
+    #[arg(long, env = "SVC_BIND", default_value = DEFAULT_BIND)]
     pub bind: SocketAddr,
     /// Base URL clients reach the service at; defaults to `http://{SVC_BIND}`.
     #[arg(long, env = "SVC_PUBLIC_BASE_URL")]
@@ -53,8 +77,26 @@ pub struct ServeConfig {
     #[arg(long, env = "SVC_OIDC_SCOPES", value_delimiter = ',', default_value = "openid,profile,email,offline_access")]
     pub oidc_scopes: Vec<String>,
     /// Seconds in-flight requests get to finish after SIGTERM.
-    #[arg(long, env = "SVC_SHUTDOWN_GRACE_SECS", default_value_t = 20)]
+    #[arg(long, env = "SVC_SHUTDOWN_GRACE_SECS", default_value_t = DEFAULT_SHUTDOWN_GRACE_SECS)]
     pub shutdown_grace_secs: u64,
+    /// Seconds a request head may take to arrive (also how long an idle
+    /// keep-alive connection stays open).
+    #[arg(long, env = "SVC_HEADER_READ_TIMEOUT_SECS", default_value_t = DEFAULT_HEADER_READ_TIMEOUT_SECS)]
+    pub header_read_timeout_secs: u64,
+    /// Seconds a request body may take to arrive, plus one per MiB of its size.
+    #[arg(long, env = "SVC_BODY_READ_TIMEOUT_SECS", default_value_t = DEFAULT_BODY_READ_TIMEOUT_SECS)]
+    pub body_read_timeout_secs: u64,
+    /// MiB of memory large request bodies (over 1 MiB) may take at once; a body
+    /// is counted at three times its size. Past it, requests wait for room.
+    #[arg(long, env = "SVC_LARGE_BODY_BUDGET_MIB", default_value_t = DEFAULT_LARGE_BODY_BUDGET_MIB)]
+    pub large_body_budget_mib: u64,
+    /// Seconds a large body waits for room before 503 with `Retry-After`.
+    #[arg(long, env = "SVC_LARGE_BODY_WAIT_SECS", default_value_t = DEFAULT_LARGE_BODY_WAIT_SECS)]
+    pub large_body_wait_secs: u64,
+    /// Seconds a limit-consuming write (agent.create, knowledge_source.add, ...)
+    /// waits for its Workspace's turn before 503 with `Retry-After`.
+    #[arg(long, env = "SVC_WORKSPACE_TURN_WAIT_SECS", default_value_t = DEFAULT_WORKSPACE_TURN_WAIT_SECS)]
+    pub workspace_turn_wait_secs: u64,
 }
 
 impl ServeConfig {
@@ -79,7 +121,17 @@ impl ServeConfig {
     }
 
     pub fn core(&self) -> anyhow::Result<CoreConfig> {
-        Ok(CoreConfig::new(self.public_base_url(), self.oidc()?))
+        let mut core = CoreConfig::new(self.public_base_url(), self.oidc()?);
+        core.gate_wait = Duration::from_secs(self.workspace_turn_wait_secs);
+        Ok(core)
+    }
+
+    pub fn body_policy(&self) -> BodyPolicy {
+        BodyPolicy::new(
+            Duration::from_secs(self.body_read_timeout_secs),
+            self.large_body_budget_mib.saturating_mul(1024 * 1024),
+            Duration::from_secs(self.large_body_wait_secs),
+        )
     }
 
     pub fn redis_url(&self) -> &str {
@@ -90,5 +142,46 @@ impl ServeConfig {
 impl DatabaseArgs {
     pub fn url(&self) -> &str {
         self.database_url.expose_secret()
+    }
+
+    pub fn timeouts(&self) -> Timeouts {
+        Timeouts {
+            statement: Duration::from_millis(self.db_statement_timeout_ms),
+            lock: Duration::from_millis(self.db_lock_timeout_ms),
+        }
+    }
+}
+
+impl Default for DatabaseArgs {
+    fn default() -> Self {
+        Self {
+            database_url: SecretString::from(DEFAULT_DATABASE_URL),
+            database_max_connections: DEFAULT_MAX_CONNECTIONS,
+            db_statement_timeout_ms: DEFAULT_STATEMENT_TIMEOUT_MS,
+            db_lock_timeout_ms: DEFAULT_LOCK_TIMEOUT_MS,
+        }
+    }
+}
+
+/// The flags' defaults with no environment (for tests and the benchmark).
+impl Default for ServeConfig {
+    fn default() -> Self {
+        Self {
+            database: DatabaseArgs::default(),
+            redis_url: SecretString::from(DEFAULT_REDIS_URL),
+            bind: DEFAULT_BIND.parse().unwrap_or_else(|_| SocketAddr::from(([127, 0, 0, 1], 8080))),
+            public_base_url: None,
+            oidc_issuer: None,
+            oidc_audience: None,
+            oidc_jwks_file: None,
+            oidc_client_id: None,
+            oidc_scopes: vec!["openid".into(), "profile".into(), "email".into(), "offline_access".into()],
+            shutdown_grace_secs: DEFAULT_SHUTDOWN_GRACE_SECS,
+            header_read_timeout_secs: DEFAULT_HEADER_READ_TIMEOUT_SECS,
+            body_read_timeout_secs: DEFAULT_BODY_READ_TIMEOUT_SECS,
+            large_body_budget_mib: DEFAULT_LARGE_BODY_BUDGET_MIB,
+            large_body_wait_secs: DEFAULT_LARGE_BODY_WAIT_SECS,
+            workspace_turn_wait_secs: DEFAULT_WORKSPACE_TURN_WAIT_SECS,
+        }
     }
 }

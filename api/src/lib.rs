@@ -4,9 +4,12 @@
 
 pub mod admin;
 pub mod app;
+pub mod body;
 pub mod config;
 pub mod discovery;
+pub mod guard;
 pub mod health;
+pub mod keepalive;
 pub mod mcp;
 pub mod metrics;
 pub mod operations;

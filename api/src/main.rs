@@ -53,20 +53,22 @@ async fn main() -> ExitCode {
 async fn run(command: Command) -> anyhow::Result<()> {
     match command {
         Command::Serve(config) => {
-            let pool = runtime::connect(config.database.url(), config.database.database_max_connections)?;
+            let database = &config.database;
+            let pool = runtime::connect(database.url(), database.database_max_connections, database.timeouts())?;
             let app = App::build(&config, pool).await?;
             tracing::info!(addr = %app.local_addr()?, base_url = %config.public_base_url(), "svc-api listening");
-            app.run_until(runtime::shutdown_signal()).await
+            app.run_until(runtime::shutdown_signal()).await;
+            Ok(())
         }
         Command::Migrate(database) => {
-            let pool = runtime::connect(database.url(), 2)?;
+            let pool = runtime::connect_unbounded(database.url(), 2)?;
             MIGRATOR.run(&pool).await?;
             let applied = MIGRATOR.iter().count();
             println!("{}", json!({ "migrated": true, "migrations": applied }));
             Ok(())
         }
         Command::Admin { database, command } => {
-            let pool = runtime::connect(database.url(), 2)?;
+            let pool = runtime::connect_unbounded(database.url(), 2)?;
             let output = admin::run(&pool, command).await?;
             println!("{output}");
             Ok(())

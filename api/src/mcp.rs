@@ -8,10 +8,11 @@
 use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
+use axum::body::Body;
 use axum::extract::{Request, State};
-use axum::http::{Method, header};
+use axum::http::{HeaderMap, Method, StatusCode, header};
 use axum::middleware::Next;
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, Implementation, JsonObject, ListToolsResult,
     PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool, ToolAnnotations,
@@ -20,28 +21,32 @@ use rmcp::service::RequestContext;
 use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
+use serde::Deserialize;
+use serde::de::IgnoredAny;
 use serde_json::{Value, json};
-use svc_contract::{CATALOG, Operation, Problem, WORKSPACE_HEADER, catalog};
+use svc_contract::{CATALOG, Operation, Problem, catalog};
 use svc_core::Caller;
 use tokio_util::sync::CancellationToken;
 
 use crate::app::AppState;
 use crate::metrics::Surface;
-use crate::operations::{client_hints, header_str};
+use crate::operations::{client_hints, declared_length, header_str, workspace_header};
 use crate::response::{self, RequestId};
 
-/// Largest MCP request: the largest body of an operation served today, plus
-/// JSON-RPC framing. rmcp buffers a whole request before we know its tool, so
-/// this cap is what bounds memory; the knowledge operations (8 and 128 MiB
-/// bodies) will raise it together with a bound on large bodies in flight.
-const MAX_MCP_BODY: usize = catalog::DEFAULT_BODY_LIMIT + 64 * 1024;
+/// JSON-RPC framing allowed around a tool's arguments, over the operation's own
+/// body limit.
+const FRAMING: usize = 64 * 1024;
+/// Largest MCP request: the largest operation body (a reconcile manifest) and
+/// its framing.
+const MAX_MCP_BODY: usize = catalog::MAX_BODY_LIMIT + FRAMING;
 
 /// The outcome of authenticating an MCP request that got past the 401 gate:
 /// a caller, or a problem each tool call answers (e.g. `setup_required`).
 #[derive(Clone)]
 struct Authenticated(Result<Arc<Caller>, Problem>);
 
-/// The MCP service, to be mounted at `/api/mcp`.
+/// The MCP service, to be mounted at `/api/mcp`. Bodies reach it read and
+/// checked by [`gate`], so its own cap is only a backstop.
 pub fn service(
     state: AppState,
     allowed_hosts: Vec<String>,
@@ -61,32 +66,253 @@ pub fn service(
     )
 }
 
-/// Answers non-POST methods with 405, bodies declared over the cap with 413, and
-/// bad credentials with 401 (or 503 when the database is down), all before rmcp
-/// reads the body.
-pub async fn gate(State(state): State<AppState>, mut request: Request, next: Next) -> Response {
+/// Everything rmcp would refuse at the HTTP level is refused here first, with
+/// the contract's JSON (contract §1, §13), before rmcp reads anything: a method
+/// other than POST (405), a missing `Accept` (406) or non-JSON `Content-Type`
+/// (415), bad credentials (401, or 503 when the database is down), a body over
+/// the limit of the tool it calls (413, as it streams), and a message that is
+/// not one JSON-RPC 2.0 request (a JSON-RPC error). Large bodies take their
+/// share of the budget first, like HTTP's. Any refusal rmcp still answers in
+/// plain text is rewritten as the error envelope.
+pub async fn gate(State(state): State<AppState>, request: Request, next: Next) -> Response {
     let request_id = request.extensions().get::<RequestId>().cloned().unwrap_or_default();
+    let refuse = |problem: Problem| response::problem(&problem, &request_id);
+    let headers = request.headers();
     if request.method() != Method::POST {
         return response::method_not_allowed(&request_id);
     }
-    let headers = request.headers();
-    let declared = header_str(headers, header::CONTENT_LENGTH.as_str()).and_then(|v| v.parse::<u64>().ok());
-    if declared.is_some_and(|length| length > MAX_MCP_BODY as u64) {
-        return response::problem(&Problem::body_too_large(MAX_MCP_BODY), &request_id);
+    if !accepts_json_and_events(headers) {
+        return refuse(
+            Problem::invalid("not_acceptable", "Send `Accept: application/json, text/event-stream`.")
+                .with_transport_status(406),
+        );
     }
-    let result = state
-        .service
-        .authenticate(header_str(headers, header::AUTHORIZATION.as_str()), header_str(headers, WORKSPACE_HEADER))
-        .await;
+    if !is_json(headers) {
+        return refuse(
+            Problem::invalid(
+                "unsupported_media_type",
+                "Send the JSON-RPC message as `Content-Type: application/json`.",
+            )
+            .with_transport_status(415),
+        );
+    }
+    let declared = declared_length(headers);
+    if declared.is_some_and(|length| length > MAX_MCP_BODY as u64) {
+        return refuse(Problem::body_too_large(MAX_MCP_BODY));
+    }
+    let workspace = workspace_header(headers);
+    let result =
+        state.service.authenticate(header_str(headers, header::AUTHORIZATION.as_str()), workspace.as_deref()).await;
     let authenticated = match result {
         Ok(caller) => Authenticated(Ok(Arc::new(caller))),
-        Err(problem) if problem.http_status() == 401 || problem.unavailable => {
-            return response::problem(&problem, &request_id);
-        }
+        Err(problem) if problem.http_status() == 401 || problem.unavailable => return refuse(problem),
         Err(problem) => Authenticated(Err(problem)),
     };
-    request.extensions_mut().insert(authenticated);
-    next.run(request).await
+    let _share = match state.bodies.share(declared.unwrap_or(MAX_MCP_BODY as u64)).await {
+        Ok(share) => share,
+        Err(problem) => return refuse(problem),
+    };
+    let (mut parts, body) = request.into_parts();
+    let bytes = match state.bodies.read(body, MAX_MCP_BODY, declared).await {
+        Ok(bytes) => bytes,
+        Err(problem) => return refuse(problem),
+    };
+    if let Err(refusal) = probe(&bytes, &request_id) {
+        return refusal;
+    }
+    parts.extensions.insert(authenticated);
+    let response = next.run(Request::from_parts(parts, Body::from(bytes))).await;
+    with_request_id(response, &request_id).await
+}
+
+/// Whether `Accept` lists both media types MCP clients must accept (the rule
+/// rmcp applies; `*/*` and `application/*` count).
+fn accepts_json_and_events(headers: &HeaderMap) -> bool {
+    let types: Vec<String> = headers
+        .get_all(header::ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .map(|t| t.split(';').next().unwrap_or_default().trim().to_ascii_lowercase())
+        .collect();
+    let has = |wanted: &str, family: &str| types.iter().any(|t| t == wanted || t == family || t == "*/*");
+    has("application/json", "application/*") && has("text/event-stream", "text/*")
+}
+
+fn is_json(headers: &HeaderMap) -> bool {
+    header_str(headers, header::CONTENT_TYPE.as_str())
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|t| t.trim().eq_ignore_ascii_case("application/json"))
+}
+
+/// The parts of a JSON-RPC message checked before rmcp reads it. Arguments are
+/// only looked at for their type: a 75 MB manifest is skipped, not copied.
+#[derive(Deserialize)]
+struct Probe {
+    jsonrpc: Option<Value>,
+    #[serde(default)]
+    id: Option<Value>,
+    method: Option<String>,
+    #[serde(default)]
+    params: Option<ProbeParams>,
+}
+
+#[derive(Deserialize)]
+struct ProbeParams {
+    #[serde(default)]
+    name: Option<Value>,
+    #[serde(default)]
+    arguments: Option<JsonKind>,
+}
+
+/// Which JSON type a value is, found without keeping the value.
+#[derive(Debug, PartialEq, Eq)]
+enum JsonKind {
+    Object,
+    Other,
+}
+
+impl<'de> Deserialize<'de> for JsonKind {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Kind;
+        impl<'de> serde::de::Visitor<'de> for Kind {
+            type Value = JsonKind;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("any JSON value")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<JsonKind, A::Error> {
+                while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+                Ok(JsonKind::Object)
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<JsonKind, A::Error> {
+                while seq.next_element::<IgnoredAny>()?.is_some() {}
+                Ok(JsonKind::Other)
+            }
+            fn visit_bool<E>(self, _: bool) -> Result<JsonKind, E> {
+                Ok(JsonKind::Other)
+            }
+            fn visit_i64<E>(self, _: i64) -> Result<JsonKind, E> {
+                Ok(JsonKind::Other)
+            }
+            fn visit_u64<E>(self, _: u64) -> Result<JsonKind, E> {
+                Ok(JsonKind::Other)
+            }
+            fn visit_f64<E>(self, _: f64) -> Result<JsonKind, E> {
+                Ok(JsonKind::Other)
+            }
+            fn visit_str<E>(self, _: &str) -> Result<JsonKind, E> {
+                Ok(JsonKind::Other)
+            }
+            fn visit_unit<E>(self) -> Result<JsonKind, E> {
+                Ok(JsonKind::Other)
+            }
+        }
+        deserializer.deserialize_any(Kind)
+    }
+}
+
+/// JSON-RPC error codes.
+const PARSE_ERROR: i64 = -32700;
+const INVALID_REQUEST: i64 = -32600;
+const INVALID_PARAMS: i64 = -32602;
+
+/// Checks the message is one JSON-RPC 2.0 request rmcp can take, and a tool
+/// call's body is within its operation's limit.
+#[expect(clippy::result_large_err, reason = "the error is the response itself")]
+fn probe(bytes: &[u8], request_id: &RequestId) -> Result<(), Response> {
+    let error = |status: StatusCode, id: Option<Value>, code: i64, message: &str| {
+        json_rpc_error(status, id, code, message, request_id)
+    };
+    if bytes.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'[') {
+        return Err(error(
+            StatusCode::BAD_REQUEST,
+            None,
+            INVALID_REQUEST,
+            "Batches are not supported: send one message.",
+        ));
+    }
+    let message: Probe = match serde_json::from_slice(bytes) {
+        Ok(message) => message,
+        Err(e) if e.is_data() => {
+            return Err(error(
+                StatusCode::BAD_REQUEST,
+                None,
+                INVALID_REQUEST,
+                "The message is not a JSON-RPC request.",
+            ));
+        }
+        Err(_) => return Err(error(StatusCode::BAD_REQUEST, None, PARSE_ERROR, "The body is not valid JSON.")),
+    };
+    if message.jsonrpc.as_ref().and_then(Value::as_str) != Some("2.0") {
+        let text = "`jsonrpc` must be \"2.0\".";
+        return Err(error(StatusCode::BAD_REQUEST, message.id, INVALID_REQUEST, text));
+    }
+    if message.method.as_deref() != Some("tools/call") {
+        return Ok(());
+    }
+    let params = message.params.unwrap_or(ProbeParams { name: None, arguments: None });
+    if params.arguments.as_ref().is_some_and(|kind| *kind != JsonKind::Object) {
+        let text = "`params.arguments` must be an object.";
+        return Err(error(StatusCode::OK, message.id, INVALID_PARAMS, text));
+    }
+    let op = params.name.as_ref().and_then(Value::as_str).and_then(catalog::by_tool_name);
+    if let Some(op) = op
+        && bytes.len() > op.body_limit + FRAMING
+    {
+        return Err(response::problem(&Problem::body_too_large(op.body_limit), request_id));
+    }
+    Ok(())
+}
+
+fn json_rpc_error(status: StatusCode, id: Option<Value>, code: i64, message: &str, request_id: &RequestId) -> Response {
+    let body = json!({
+        "jsonrpc": "2.0",
+        "id": id.unwrap_or(Value::Null),
+        "error": { "code": code, "message": message, "data": { "requestId": request_id.0 } },
+    });
+    let mut response = (status, axum::Json(body)).into_response();
+    response::set_request_id(response.headers_mut(), request_id);
+    response
+}
+
+/// Largest refusal body of rmcp's that is rewritten (its own are a few bytes).
+const MAX_REWRITTEN: usize = 64 * 1024;
+
+/// rmcp's refusals carry our request id: a JSON-RPC error gets it in
+/// `error.data.requestId`, and a refusal in plain text becomes the error
+/// envelope with the same status.
+async fn with_request_id(response: Response, request_id: &RequestId) -> Response {
+    if response.status().is_success() {
+        return response;
+    }
+    let (parts, body) = response.into_parts();
+    let bytes = axum::body::to_bytes(body, MAX_REWRITTEN).await.unwrap_or_default();
+    if let Ok(mut message) = serde_json::from_slice::<Value>(&bytes)
+        && let Some(error) = message.get_mut("error").and_then(Value::as_object_mut)
+    {
+        let data = error.entry("data").or_insert_with(|| json!({}));
+        if let Value::Object(data) = data {
+            data.insert("requestId".into(), request_id.0.clone().into());
+        }
+        let mut response = (parts.status, axum::Json(message)).into_response();
+        response::set_request_id(response.headers_mut(), request_id);
+        return response;
+    }
+    let text = String::from_utf8_lossy(&bytes);
+    let message = text.trim();
+    let message = if message.is_empty() || message.len() > 300 { "The MCP request was refused." } else { message };
+    let mut problem =
+        Problem::invalid("mcp_transport", message.to_owned()).with_transport_status(parts.status.as_u16());
+    if parts.status.is_server_error() {
+        problem = Problem::internal().with_transport_status(parts.status.as_u16());
+    }
+    let mut rewritten = response::problem(&problem, request_id);
+    for name in [header::ALLOW, header::RETRY_AFTER] {
+        if let Some(value) = parts.headers.get(&name) {
+            rewritten.headers_mut().insert(name, value.clone());
+        }
+    }
+    rewritten
 }
 
 #[derive(Clone)]
@@ -141,24 +367,21 @@ impl ServerHandler for McpServer {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
+        let parts = context.extensions.get::<http::request::Parts>();
+        let request_id = parts.and_then(|p| p.extensions.get::<RequestId>()).cloned().unwrap_or_default();
         let Some(op) = catalog::by_tool_name(&request.name) else {
             return Err(McpError::invalid_params(
                 format!("Unknown tool: {}", request.name),
-                Some(json!({ "tool": request.name })),
+                Some(json!({ "tool": request.name, "requestId": request_id.0 })),
             ));
         };
-        let parts = context.extensions.get::<http::request::Parts>();
-        let request_id = parts.and_then(|p| p.extensions.get::<RequestId>()).cloned().unwrap_or_default();
         let authenticated = parts.and_then(|p| p.extensions.get::<Authenticated>()).cloned();
         let hints = parts.map(|p| client_hints(&p.headers)).unwrap_or_default();
         let input = Value::Object(request.arguments.unwrap_or_default());
 
         let started = Instant::now();
         let result = match authenticated {
-            Some(Authenticated(Ok(caller))) => match within_limit(&input, op.body_limit) {
-                Ok(()) => self.state.service.call(op, &caller, input, &hints).await,
-                Err(problem) => Err(problem),
-            },
+            Some(Authenticated(Ok(caller))) => self.state.service.call(op, &caller, input, &hints).await,
             Some(Authenticated(Err(problem))) => Err(problem),
             None => Err(Problem::internal()),
         };
@@ -173,24 +396,4 @@ impl ServerHandler for McpServer {
         };
         Ok(result.into())
     }
-}
-
-/// The same body limits as HTTP, measured on the tool arguments.
-fn within_limit(input: &Value, limit: usize) -> Result<(), Problem> {
-    struct Counter(usize);
-    impl std::io::Write for Counter {
-        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-            self.0 += buf.len();
-            Ok(buf.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-    let mut counter = Counter(0);
-    let _ = serde_json::to_writer(&mut counter, input);
-    if counter.0 > limit {
-        return Err(Problem::body_too_large(limit));
-    }
-    Ok(())
 }

@@ -3,19 +3,21 @@
 //! It turns a request into (operation, credential, Workspace selector, input)
 //! and hands them to the core; nothing else happens here.
 
+use std::borrow::Cow;
 use std::time::{Duration, Instant};
 
+use axum::Extension;
 use axum::body::Body;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, Method, header};
 use axum::response::Response;
-use axum::{Extension, body};
 use serde_json::Value;
 use svc_contract::identity::SecretLocation;
 use svc_contract::{CLIENT_VERSION_HEADER, Problem, ProblemCode, SECRET_LOCATION_HEADER, WORKSPACE_HEADER, catalog};
 use svc_core::ClientHints;
 
 use crate::app::AppState;
+use crate::body::BodyPolicy;
 use crate::metrics::Surface;
 use crate::response::{self, RequestId};
 
@@ -28,6 +30,18 @@ const HOLD_WHILE_READING: Duration = Duration::from_millis(50);
 
 pub fn header_str<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
     headers.get(name).and_then(|v| v.to_str().ok())
+}
+
+/// The `Svc-Workspace` header as text. A value that is not visible ASCII is not
+/// ignored (as if absent) but kept, replaced characters and all: it names no
+/// Workspace, which the call path answers as such (contract §4).
+pub fn workspace_header(headers: &HeaderMap) -> Option<Cow<'_, str>> {
+    headers.get(WORKSPACE_HEADER).map(|v| String::from_utf8_lossy(v.as_bytes()))
+}
+
+/// The declared `Content-Length`, if any.
+pub fn declared_length(headers: &HeaderMap) -> Option<u64> {
+    header_str(headers, header::CONTENT_LENGTH.as_str()).and_then(|v| v.parse::<u64>().ok())
 }
 
 /// What a client declares about itself in `Svc-Client-Version` and `Svc-Secret-Location`.
@@ -56,14 +70,18 @@ pub async fn handle(
     let started = Instant::now();
     let result = async {
         let mut session = state.service.session();
-        let caller = session
-            .authenticate(header_str(&headers, header::AUTHORIZATION.as_str()), header_str(&headers, WORKSPACE_HEADER))
-            .await?;
-        let declared = header_str(&headers, header::CONTENT_LENGTH.as_str()).and_then(|v| v.parse::<u64>().ok());
+        let workspace = workspace_header(&headers);
+        let caller =
+            session.authenticate(header_str(&headers, header::AUTHORIZATION.as_str()), workspace.as_deref()).await?;
+        let declared = declared_length(&headers);
         if declared.is_none_or(|length| length > SMALL_BODY) {
             session.release();
         }
-        let read = read_input(body, op.body_limit, declared);
+        if declared.is_some_and(|length| length > op.body_limit as u64) {
+            return Err(Problem::body_too_large(op.body_limit));
+        }
+        let _share = state.bodies.share(declared.unwrap_or(op.body_limit as u64)).await?;
+        let read = read_input(&state.bodies, body, op.body_limit, declared);
         tokio::pin!(read);
         let input = match tokio::time::timeout(HOLD_WHILE_READING, &mut read).await {
             Ok(input) => input?,
@@ -82,19 +100,10 @@ pub async fn handle(
     }
 }
 
-/// Reads the body up to `limit` bytes (refusing early when `Content-Length`
-/// already says more) and parses it; an empty body is `{}`.
-async fn read_input(body: Body, limit: usize, declared: Option<u64>) -> Result<Value, Problem> {
-    if declared.is_some_and(|length| length > limit as u64) {
-        return Err(Problem::body_too_large(limit));
-    }
-    let bytes = body::to_bytes(body, limit).await.map_err(|error| {
-        if std::error::Error::source(&error).is_some_and(|s| s.is::<http_body_util::LengthLimitError>()) {
-            Problem::body_too_large(limit)
-        } else {
-            Problem::invalid("unreadable_body", "The request body could not be read.")
-        }
-    })?;
+/// Reads the body within `limit` bytes and its deadline and parses it; an empty
+/// body is `{}`.
+async fn read_input(bodies: &BodyPolicy, body: Body, limit: usize, declared: Option<u64>) -> Result<Value, Problem> {
+    let bytes = bodies.read(body, limit, declared).await?;
     if bytes.iter().all(u8::is_ascii_whitespace) {
         return Ok(Value::Object(Default::default()));
     }

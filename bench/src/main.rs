@@ -21,6 +21,7 @@ use hyper::{Method, Request};
 use hyper_util::rt::TokioIo;
 use serde_json::{Value, json};
 use sqlx::{Connection, PgConnection, PgPool};
+use svc_api::app::Serving;
 use svc_api::config::{DatabaseArgs, ServeConfig};
 use svc_core::ids::AgentId;
 use svc_tests::{AUDIENCE, ISSUER, TestIssuer};
@@ -105,21 +106,18 @@ fn database_url(server_url: &str, database: &str) -> String {
 }
 
 async fn bench(options: &Options, url: &str) -> anyhow::Result<()> {
-    let pool = svc_core::runtime::connect(url, 16)?;
+    let pool = svc_core::runtime::connect(url, 16, svc_core::runtime::Timeouts::SERVING)?;
     sqlx::migrate!("../migrations").run(&pool).await?;
 
     let issuer = TestIssuer::shared();
     let config = ServeConfig {
-        database: DatabaseArgs { database_url: url.into(), database_max_connections: 16 },
-        redis_url: "redis://127.0.0.1:6379".into(),
+        database: DatabaseArgs { database_url: url.into(), ..DatabaseArgs::default() },
         bind: "127.0.0.1:0".parse()?,
-        public_base_url: None,
         oidc_issuer: Some(ISSUER.into()),
         oidc_audience: Some(AUDIENCE.into()),
         oidc_jwks_file: Some(issuer.jwks_path().to_owned()),
-        oidc_client_id: None,
-        oidc_scopes: Vec::new(),
         shutdown_grace_secs: 1,
+        ..ServeConfig::default()
     };
     let state = svc_api::AppState::new(pool.clone(), &config)?;
     let app = svc_api::router(state, &config, tokio_util::sync::CancellationToken::new())
@@ -127,7 +125,12 @@ async fn bench(options: &Options, url: &str) -> anyhow::Result<()> {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let addr = listener.local_addr()?;
     eprintln!("serving on http://{addr}");
-    tokio::spawn(async move { axum::serve(svc_api::app::no_delay(listener), app).await });
+    let serving = Serving {
+        header_timeout: Duration::from_secs(30),
+        grace: Duration::from_secs(1),
+        shutdown: tokio_util::sync::CancellationToken::new(),
+    };
+    tokio::spawn(svc_api::app::serve(listener, app, serving, std::future::pending()));
 
     // A User with a Workspace (limits raised so agent.create can run) and an Agent.
     svc_core::admin::user_setup(&pool, ISSUER, "bench", "bench@example.test", None).await?;

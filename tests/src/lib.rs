@@ -8,6 +8,7 @@
 pub mod http;
 pub mod process;
 pub mod provider;
+pub mod raw;
 
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
@@ -102,15 +103,20 @@ impl TestIssuer {
 
     /// Signs any claims with one of the published keys.
     pub fn sign(&self, alg: Alg, claims: &Value) -> String {
+        self.sign_with_header(alg, &json!({}), claims)
+    }
+
+    /// Signs claims with a header of `alg`, `typ`, `kid` and the `extra` members.
+    pub fn sign_with_header(&self, alg: Alg, extra: &Value, claims: &Value) -> String {
         let (name, kid) = match alg {
             Alg::Rs256 => ("RS256", "rsa-1"),
             Alg::Es256 => ("ES256", "ec-1"),
         };
-        let input = format!(
-            "{}.{}",
-            b64(json!({ "alg": name, "typ": "JWT", "kid": kid }).to_string()),
-            b64(claims.to_string())
-        );
+        let mut header = json!({ "alg": name, "typ": "JWT", "kid": kid });
+        if let (Some(header), Some(extra)) = (header.as_object_mut(), extra.as_object()) {
+            header.extend(extra.clone());
+        }
+        let input = format!("{}.{}", b64(header.to_string()), b64(claims.to_string()));
         let signature = match alg {
             Alg::Rs256 => {
                 let mut sig = vec![0; self.rsa.public_modulus_len()];

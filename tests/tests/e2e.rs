@@ -5,6 +5,7 @@ use serde_json::{Value, json};
 use sqlx::PgPool;
 use svc_tests::http::HttpClient;
 use svc_tests::process::{Spawned, run};
+use svc_tests::raw::RawConn;
 use svc_tests::{AUDIENCE, ISSUER, TestIssuer};
 
 /// The URL of the test's own database (created by `#[sqlx::test]`).
@@ -304,4 +305,38 @@ async fn api_key_secrets_never_reach_the_logs(pool: PgPool) {
         assert!(!logs.contains(&secret[secret.len() - 20..]), "part of a credential reached the logs");
         assert!(!metrics.contains(secret.as_str()));
     }
+}
+
+/// Neither a half-sent head nor an idle keep-alive connection holds shutdown:
+/// with a 60 s grace period the API exits as soon as its requests are done.
+#[sqlx::test(migrations = false)]
+async fn shutdown_does_not_wait_for_idle_or_stalled_connections(pool: PgPool) {
+    let database = database_url(&pool);
+    let (status, _, stderr) = run("svc-api", &["migrate"], &[("DATABASE_URL", &database)]).await;
+    assert!(status.success(), "{stderr}");
+    let mut api = Spawned::start(
+        "svc-api",
+        &["serve"],
+        &[
+            ("DATABASE_URL", &database),
+            ("SVC_BIND", "127.0.0.1:0"),
+            ("SVC_LOG_FORMAT", "json"),
+            ("SVC_SHUTDOWN_GRACE_SECS", "60"),
+            ("SVC_HEADER_READ_TIMEOUT_SECS", "120"),
+        ],
+    );
+    let line = api.wait_for("svc-api listening").await;
+    let log: Value = serde_json::from_str(&line).expect("a JSON log line");
+    let addr: std::net::SocketAddr = log["fields"]["addr"].as_str().unwrap().parse().unwrap();
+    let mut idle = RawConn::connect(addr).await;
+    idle.send(b"GET /healthz HTTP/1.1\r\nhost: x\r\n\r\n").await;
+    assert_eq!(idle.response().await.unwrap().status, 200);
+    let mut stalled = RawConn::connect(addr).await;
+    stalled.send(b"POST /api/public/operations/identity/status HTTP/1.1\r\nhost: x\r\n").await;
+    let started = std::time::Instant::now();
+    let status = api.terminate().await;
+    let took = started.elapsed();
+    assert!(status.success(), "{}", api.logs());
+    assert!(took < std::time::Duration::from_secs(20), "shutdown took {took:?} of a 60 s grace period");
+    assert!(idle.closed().await && stalled.closed().await);
 }

@@ -27,7 +27,7 @@ struct Config {
 async fn main() -> ExitCode {
     runtime::init_logging();
     let config = Config::parse();
-    let pool = match runtime::connect(config.database_url.expose_secret(), 2) {
+    let pool = match runtime::connect(config.database_url.expose_secret(), 2, runtime::Timeouts::SERVING) {
         Ok(pool) => pool,
         Err(error) => {
             tracing::error!(%error, "bad database configuration");

@@ -18,8 +18,11 @@ pub const BASE_URL: &str = "http://svc.test";
 
 pub fn config() -> ServeConfig {
     ServeConfig {
-        database: DatabaseArgs { database_url: SecretString::from("postgres://unused"), database_max_connections: 5 },
-        redis_url: SecretString::from("redis://127.0.0.1:6379"),
+        database: DatabaseArgs {
+            database_url: SecretString::from("postgres://unused"),
+            database_max_connections: 5,
+            ..DatabaseArgs::default()
+        },
         bind: "127.0.0.1:0".parse().expect("an address"),
         public_base_url: Some(BASE_URL.to_owned()),
         oidc_issuer: Some(ISSUER.to_owned()),
@@ -28,6 +31,44 @@ pub fn config() -> ServeConfig {
         oidc_client_id: Some("svc-cli".to_owned()),
         oidc_scopes: vec!["openid".to_owned()],
         shutdown_grace_secs: 1,
+        ..ServeConfig::default()
+    }
+}
+
+/// The real connection loop (`svc_api::app::serve`) over a fresh router, on a
+/// free port, for tests that speak raw HTTP.
+pub struct TestServer {
+    pub addr: std::net::SocketAddr,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl TestServer {
+    pub async fn start(pool: PgPool, config: ServeConfig) -> Self {
+        let state = AppState::new(pool, &config).expect("app state");
+        let shutdown = CancellationToken::new();
+        let router = router(state, &config, shutdown.clone());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("a free port");
+        let addr = listener.local_addr().expect("an address");
+        let serving = svc_api::app::Serving {
+            header_timeout: std::time::Duration::from_secs(config.header_read_timeout_secs),
+            grace: std::time::Duration::from_secs(config.shutdown_grace_secs),
+            shutdown,
+        };
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let task = tokio::spawn(svc_api::app::serve(listener, router, serving, async {
+            let _ = stopped.await;
+        }));
+        Self { addr, stop: Some(stop), task }
+    }
+
+    /// Stops accepting and waits until every connection is closed (or the
+    /// grace period is over).
+    pub async fn shut_down(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        let _ = (&mut self.task).await;
     }
 }
 

@@ -6,6 +6,7 @@
 mod agents;
 mod api_keys;
 mod catalog;
+mod hardening;
 mod helpers;
 mod http;
 mod idempotency;

@@ -181,10 +181,10 @@ async fn oversized_requests_are_refused_before_they_are_read(pool: PgPool) {
     let response = app.send(request).await;
     let problem = assert_problem(&response, 413, "invalid_request");
     assert_eq!(problem["error"]["details"]["reason"], "body_too_large");
-    // Within the cap but over the operation's own 1 MiB: a tool error.
-    let arguments = json!({ "name": "x".repeat(1024 * 1024) });
+    // Within the operation's 1 MiB: read, then refused by the schema like HTTP.
+    let arguments = json!({ "name": "x".repeat(1000 * 1024) });
     let (is_error, body) = envelope(&app.tool(&user.token, None, "svc_agent_create", arguments).await);
     assert!(is_error);
-    assert_eq!(body["error"]["details"]["reason"], "body_too_large");
+    assert_eq!(body["error"]["details"]["issues"][0]["path"], "/name");
     assert_eq!(app.count("SELECT count(*) FROM agents").await, 0);
 }

@@ -5,6 +5,7 @@
 use serde_json::{Value, json};
 use sqlx::PgPool;
 use svc_contract::Role;
+use svc_contract::resources::WorkspaceStatus;
 use time::OffsetDateTime;
 
 use crate::entitlements::{LimitKey, PERIOD_LENGTH, Plan, TRIAL_LENGTH};
@@ -38,7 +39,8 @@ fn user_json(user: &UserRow) -> Value {
 }
 
 fn workspace_json(ws: &WorkspaceRow) -> Value {
-    json!({ "id": ws.id.to_string(), "name": ws.name, "slug": ws.slug, "status": ws.status })
+    let status = WorkspaceStatus::from(ws.status);
+    json!({ "id": ws.id.to_string(), "name": ws.name, "slug": ws.slug, "status": status.as_str() })
 }
 
 async fn workspace(pool: &PgPool, name: &str) -> Result<WorkspaceRow> {
@@ -76,7 +78,7 @@ pub async fn member_add(pool: &PgPool, workspace_name: &str, issuer: &str, subje
     let user = store::users::find_by_identity(&mut conn, issuer, subject)
         .await?
         .ok_or_else(|| AdminError::Invalid(format!("no User {issuer} {subject}; run user-setup first")))?;
-    store::workspaces::set_member(&mut conn, ws.id, user.id, role.as_str()).await?;
+    store::workspaces::set_member(&mut conn, ws.id, user.id, role.into()).await?;
     Ok(json!({ "workspaceId": ws.id.to_string(), "userId": user.id.to_string(), "role": role.as_str() }))
 }
 
@@ -126,7 +128,7 @@ pub async fn plan_set(pool: &PgPool, workspace_name: &str, plan: &str, limits: &
 pub async fn set_archived(pool: &PgPool, workspace_name: &str, archived: bool) -> Result<Value> {
     let ws = workspace(pool, workspace_name).await?;
     let mut conn = pool.acquire().await?;
-    let status = if archived { "archived" } else { "active" };
-    let ws = store::workspaces::set_status(&mut conn, ws.id, status).await?;
+    let status = if archived { WorkspaceStatus::Archived } else { WorkspaceStatus::Active };
+    let ws = store::workspaces::set_status(&mut conn, ws.id, status.into()).await?;
     Ok(json!({ "workspace": workspace_json(&ws) }))
 }

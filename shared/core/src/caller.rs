@@ -67,8 +67,8 @@ impl WorkspaceContext {
             id: row.id,
             name: row.name,
             slug: row.slug,
-            status: if row.status == "active" { WorkspaceStatus::Active } else { WorkspaceStatus::Archived },
-            role: row.role.as_deref().and_then(Role::parse),
+            status: row.status.into(),
+            role: row.role.map(Into::into),
             entitlement,
         }
     }

@@ -2,6 +2,7 @@
 //! environment once into their own typed config and build this from it.
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 /// Where the signing keys of the identity provider come from.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -26,6 +27,8 @@ pub struct CoreConfig {
     pub public_base_url: String,
     /// `None` disables User sessions (only Workspace API keys authenticate).
     pub oidc: Option<OidcConfig>,
+    /// Longest wait of a limit-consuming write for its Workspace's turn.
+    pub gate_wait: Duration,
 }
 
 impl CoreConfig {
@@ -34,6 +37,6 @@ impl CoreConfig {
         while public_base_url.ends_with('/') {
             public_base_url.pop();
         }
-        Self { public_base_url, oidc }
+        Self { public_base_url, oidc, gate_wait: Duration::from_secs(10) }
     }
 }

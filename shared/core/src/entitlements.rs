@@ -7,8 +7,10 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 use serde_json::Value;
-use svc_contract::Problem;
 use svc_contract::resources::EntitlementChannels;
+use svc_contract::{Operation, Problem, ProblemCode};
+
+use crate::store::usage::Delta;
 use time::{Duration, OffsetDateTime};
 
 /// Length of a new Workspace's trial.
@@ -180,32 +182,78 @@ impl Entitlement {
         EntitlementChannels { allowed, max_active: None }
     }
 
+    /// Every limit, in the order of [`LimitKey::ALL`], as stored counters compare them.
+    pub fn limit_array(&self) -> [i64; 5] {
+        LimitKey::ALL.map(|key| i64::try_from(self.limit(key)).unwrap_or(i64::MAX))
+    }
+
     /// `limit_exceeded` when adding `requested` to `current` would pass the limit.
     pub fn check_limit(&self, key: LimitKey, current: u64, requested: u64) -> Result<(), Problem> {
         let max = self.limit(key);
         if current.saturating_add(requested) <= max {
             return Ok(());
         }
-        Err(Problem::new(
-            svc_contract::ProblemCode::LimitExceeded,
-            format!("This would exceed the Workspace's {key} limit of {max}."),
-        )
+        Err(limit_problem(key, max, current.min(i64::MAX as u64) as i64, requested.min(i64::MAX as u64) as i64))
+    }
+}
+
+/// Whether `op` may act now on a Workspace in this state (contract §4, §6). The
+/// call path asks before the transaction; every mutation asks again under the
+/// Workspace lock, so an archive or plan change that committed in between still
+/// fails closed.
+pub fn admit(op: &Operation, archived: bool, entitlement: &Entitlement, now: OffsetDateTime) -> Result<(), Problem> {
+    if op.lists(ProblemCode::WorkspaceArchived) && archived {
+        return Err(workspace_archived());
+    }
+    if op.lists(ProblemCode::EntitlementRequired) && !entitlement.is_active(now) {
+        return Err(entitlement_required(entitlement, now));
+    }
+    Ok(())
+}
+
+/// Grows the Workspace's usage by `delta` within its limits, in the caller's
+/// transaction: `limit_exceeded` (and nothing written) when a counter the delta
+/// grows would pass its limit. The usage row stays locked until the transaction
+/// ends, so concurrent writers are counted one after another.
+pub async fn reserve(
+    conn: &mut sqlx::PgConnection,
+    workspace: crate::ids::WorkspaceId,
+    entitlement: &Entitlement,
+    delta: &Delta,
+) -> crate::error::Result<()> {
+    if crate::store::usage::reserve(conn, workspace, delta, entitlement.limit_array()).await?.is_some() {
+        return Ok(());
+    }
+    let current = crate::store::usage::get(conn, workspace).await?;
+    let limit = |key: LimitKey| i64::try_from(entitlement.limit(key)).unwrap_or(i64::MAX);
+    let refused = LimitKey::ALL
+        .into_iter()
+        .find(|key| delta.get(*key) > 0 && current.get(*key).saturating_add(delta.get(*key)) > limit(*key));
+    match refused {
+        Some(key) => Err(limit_problem(key, entitlement.limit(key), current.get(key), delta.get(key)).into()),
+        // The counters moved between the two statements: nothing was written,
+        // and a retry decides.
+        None => Err(Problem::busy().into()),
+    }
+}
+
+fn limit_problem(key: LimitKey, max: u64, current: i64, requested: i64) -> Problem {
+    Problem::new(ProblemCode::LimitExceeded, format!("This would exceed the Workspace's {key} limit of {max}."))
         .with_detail("limit", key.as_str())
         .with_detail("max", max)
-        .with_detail("current", current)
-        .with_detail("requested", requested))
-    }
+        .with_detail("current", current.max(0))
+        .with_detail("requested", requested.max(0))
 }
 
 /// `workspace_archived`: the Workspace is archived (fail closed).
 pub fn workspace_archived() -> Problem {
-    Problem::new(svc_contract::ProblemCode::WorkspaceArchived, "The Workspace is archived.")
+    Problem::new(ProblemCode::WorkspaceArchived, "The Workspace is archived.")
 }
 
 /// `entitlement_required`: the Workspace's Entitlement is not active (fail closed).
 pub fn entitlement_required(entitlement: &Entitlement, now: OffsetDateTime) -> Problem {
     Problem::new(
-        svc_contract::ProblemCode::EntitlementRequired,
+        ProblemCode::EntitlementRequired,
         "The Workspace's plan does not allow this; its Entitlement is not active.",
     )
     .with_detail("status", entitlement.status(now))

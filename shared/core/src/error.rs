@@ -50,6 +50,12 @@ fn database_problem(error: sqlx::Error) -> Problem {
             tracing::warn!(error = %error, "database unavailable");
             Problem::unavailable()
         }
+        // A lock or statement timeout, a deadlock or a serialization failure:
+        // contention that a retry resolves; nothing was written.
+        sqlx::Error::Database(db) if matches!(db.code().as_deref(), Some("55P03" | "57014" | "40P01" | "40001")) => {
+            tracing::warn!(error = %db, "database contention");
+            Problem::busy()
+        }
         error => {
             tracing::error!(error = %error, source = ?std::error::Error::source(&error), "database error");
             Problem::internal()

@@ -7,10 +7,12 @@
 //! its result. Commit releases the lock after the record is visible, so a later
 //! request replays; a failure rolls everything back, so nothing is stored.
 
-use serde_json::{Value, json};
+use std::io::Write;
+
+use serde_json::Value;
 use sha2::{Digest, Sha256};
 use sqlx::PgConnection;
-use svc_contract::digest::canonical_json;
+use svc_contract::digest::write_canonical;
 use svc_contract::{Problem, ProblemCode};
 use uuid::Uuid;
 
@@ -48,9 +50,7 @@ impl IdempotencyKey {
         workspace: Option<WorkspaceId>,
         input: &Value,
     ) -> Self {
-        let subject = json!({ "workspace": workspace.map(|w| w.to_string()), "input": input });
-        let fingerprint = Sha256::digest(canonical_json(&subject).as_bytes()).into();
-        Self { principal, key, operation, fingerprint }
+        Self { principal, key, operation, fingerprint: fingerprint(workspace, input) }
     }
 
     fn lock_id(&self) -> i64 {
@@ -58,7 +58,7 @@ impl IdempotencyKey {
     }
 
     pub async fn claim(&self, conn: &mut PgConnection) -> Result<Claim> {
-        if !store::idempotency::try_lock(conn, self.lock_id()).await? {
+        if !store::advisory::try_lock(conn, self.lock_id()).await? {
             return Err(conflict("A request with this idempotency key is still running; retry shortly.")
                 .with_detail("reason", "in_progress")
                 .into());
@@ -86,12 +86,23 @@ impl IdempotencyKey {
     }
 }
 
-/// The 64-bit advisory lock id of (principal, key).
+/// The advisory lock id of (principal, key).
 pub fn lock_id(principal: Uuid, key: &str) -> i64 {
-    let digest = Sha256::new().chain_update(principal.as_bytes()).chain_update(key.as_bytes()).finalize();
-    let mut first = [0u8; 8];
-    first.copy_from_slice(&digest[..8]);
-    i64::from_be_bytes(first)
+    store::advisory::key(&[b"idempotency", principal.as_bytes(), key.as_bytes()])
+}
+
+/// SHA-256 of the canonical JSON of `{"input": input, "workspace": id or null}`,
+/// written straight into the hasher: a 75 MB manifest is hashed, not copied.
+fn fingerprint(workspace: Option<WorkspaceId>, input: &Value) -> [u8; 32] {
+    let mut hasher = Sha256::new();
+    let workspace = Value::from(workspace.map(|w| w.to_string()));
+    // Writing into a hasher cannot fail. The keys are written in JCS order.
+    let _ = hasher.write_all(b"{\"input\":");
+    let _ = write_canonical(input, &mut hasher);
+    let _ = hasher.write_all(b",\"workspace\":");
+    let _ = write_canonical(&workspace, &mut hasher);
+    let _ = hasher.write_all(b"}");
+    hasher.finalize().into()
 }
 
 fn conflict(message: &'static str) -> Problem {
@@ -100,7 +111,23 @@ fn conflict(message: &'static str) -> Problem {
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+    use svc_contract::digest::canonical_json;
+
     use super::*;
+
+    /// The streamed fingerprint is the hash of the canonical JSON of the whole subject.
+    #[test]
+    fn fingerprint_hashes_the_canonical_subject() {
+        let ws = WorkspaceId::new();
+        let input = json!({"name": "a", "nested": {"z": 1, "a": [true, "x"]}});
+        let subject = json!({"workspace": ws.to_string(), "input": input});
+        let expected: [u8; 32] = Sha256::digest(canonical_json(&subject).as_bytes()).into();
+        assert_eq!(fingerprint(Some(ws), &input), expected);
+        let expected_none: [u8; 32] =
+            Sha256::digest(canonical_json(&json!({"workspace": null, "input": input})).as_bytes()).into();
+        assert_eq!(fingerprint(None, &input), expected_none);
+    }
 
     #[test]
     fn fingerprint_ignores_key_order_but_not_values_or_workspace() {

@@ -70,6 +70,20 @@ macro_rules! id_type {
                 f.write_str(&encode(self.0))
             }
         }
+
+        /// In job payloads: the wire form.
+        impl serde::Serialize for $name {
+            fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+                serializer.collect_str(self)
+            }
+        }
+
+        impl<'de> serde::Deserialize<'de> for $name {
+            fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+                let text = <std::borrow::Cow<'de, str>>::deserialize(deserializer)?;
+                Self::parse(&text).ok_or_else(|| serde::de::Error::custom(concat!("not a ", $prefix, " id")))
+            }
+        }
     };
 }
 
@@ -88,6 +102,19 @@ id_type!(
 id_type!(
     /// A Workspace API key.
     ApiKeyId, "ak_"
+);
+
+id_type!(
+    /// A Knowledge Source.
+    SourceId, "ks_"
+);
+id_type!(
+    /// A revision of a Knowledge Source.
+    RevisionId, "rev_"
+);
+id_type!(
+    /// A reconcile run.
+    RunId, "run_"
 );
 
 /// A request id: `req_` + a time-ordered unique id.

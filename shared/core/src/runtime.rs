@@ -2,8 +2,10 @@
 
 use std::time::Duration;
 
+use std::str::FromStr;
+
 use sqlx::PgPool;
-use sqlx::postgres::PgPoolOptions;
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use tracing::{Level, Metadata};
 use tracing_subscriber::filter::filter_fn;
 use tracing_subscriber::layer::SubscriberExt;
@@ -32,16 +34,41 @@ fn never_secret(metadata: &Metadata<'_>) -> bool {
     !metadata.target().starts_with("rmcp") || *metadata.level() <= Level::INFO
 }
 
+/// Bounds on what one statement may take.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Timeouts {
+    /// Longest statement (`statement_timeout`).
+    pub statement: Duration,
+    /// Longest wait for a row or advisory lock (`lock_timeout`).
+    pub lock: Duration,
+}
+
+impl Timeouts {
+    /// For the request path: a statement past this is a fault, not a workload.
+    pub const SERVING: Timeouts = Timeouts { statement: Duration::from_secs(30), lock: Duration::from_secs(5) };
+}
+
 /// The database pool. Connections open on first use, so a process starts (and
-/// reports itself unready) while the database is down.
-pub fn connect(database_url: &str, max_connections: u32) -> Result<PgPool, sqlx::Error> {
-    PgPoolOptions::new()
+/// reports itself unready) while the database is down. Every connection carries
+/// `timeouts`, set in its start-up packet (no extra round trip).
+pub fn connect(database_url: &str, max_connections: u32, timeouts: Timeouts) -> Result<PgPool, sqlx::Error> {
+    let options = PgConnectOptions::from_str(database_url)?.options([
+        ("statement_timeout", format!("{}ms", timeouts.statement.as_millis())),
+        ("lock_timeout", format!("{}ms", timeouts.lock.as_millis())),
+    ]);
+    Ok(PgPoolOptions::new()
         .max_connections(max_connections)
         .acquire_timeout(Duration::from_secs(5))
         // A connection is checked by using it: a ping per checkout would double
         // the round trips of every request.
         .test_before_acquire(false)
-        .connect_lazy(database_url)
+        .connect_lazy_with(options))
+}
+
+/// A pool for one-off work without the serving timeouts (migrations, operator
+/// commands).
+pub fn connect_unbounded(database_url: &str, max_connections: u32) -> Result<PgPool, sqlx::Error> {
+    PgPoolOptions::new().max_connections(max_connections).connect_lazy(database_url)
 }
 
 /// Resolves on SIGTERM or SIGINT.

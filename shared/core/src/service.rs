@@ -15,6 +15,8 @@ use crate::caller::{Caller, KeyHolder, Principal, Selection, User, WorkspaceCont
 use crate::config::CoreConfig;
 use crate::entitlements;
 use crate::error::Error;
+use crate::gates::Gates;
+use crate::jobs::{Job, Queue};
 use crate::ops;
 use crate::store::callers::Selector;
 use crate::validate::Validators;
@@ -41,14 +43,32 @@ pub struct Reply {
 pub struct Service {
     pub(crate) pool: PgPool,
     pub(crate) config: CoreConfig,
+    pub(crate) gates: Gates,
+    queue: Option<Queue>,
     jwt: Option<JwtVerifier>,
     validators: Validators,
 }
 
 impl Service {
-    pub fn new(pool: PgPool, config: CoreConfig) -> Result<Self, String> {
+    /// The service over `pool`, enqueueing background jobs on `queue` (without
+    /// one, jobs wait for the workers' sweeper).
+    pub fn new(pool: PgPool, queue: Option<Queue>, config: CoreConfig) -> Result<Self, String> {
         let jwt = config.oidc.as_ref().map(JwtVerifier::new).transpose()?;
-        Ok(Self { pool, config, jwt, validators: Validators::new()? })
+        let gates = Gates::new(config.gate_wait);
+        Ok(Self { pool, config, gates, queue, jwt, validators: Validators::new()? })
+    }
+
+    pub fn queue(&self) -> Option<&Queue> {
+        self.queue.as_ref()
+    }
+
+    /// Hands committed work to the workers. A failure is logged, not answered:
+    /// the work is in PostgreSQL, and the sweeper enqueues it again.
+    pub(crate) async fn enqueue(&self, jobs: &[Job]) {
+        let Some(queue) = &self.queue else { return };
+        if let Err(error) = queue.push_all(jobs).await {
+            tracing::warn!(%error, jobs = jobs.len(), "could not enqueue; the sweeper will");
+        }
     }
 
     pub fn pool(&self) -> &PgPool {
@@ -93,7 +113,7 @@ pub struct Session<'a> {
 }
 
 impl Session<'_> {
-    async fn conn(&mut self) -> crate::error::Result<&mut PgConnection> {
+    pub(crate) async fn conn(&mut self) -> crate::error::Result<&mut PgConnection> {
         if self.conn.is_none() {
             self.conn = Some(self.service.pool.acquire().await?);
         }
@@ -106,6 +126,13 @@ impl Session<'_> {
     /// Returns the connection to the pool; the next step takes one again.
     pub fn release(&mut self) {
         self.conn = None;
+    }
+
+    /// Closes the connection instead of returning it: its state is unknown.
+    pub(crate) async fn discard(&mut self) {
+        if let Some(conn) = self.conn.take() {
+            let _ = conn.close().await;
+        }
     }
 
     /// See [`Service::authenticate`].
@@ -211,16 +238,10 @@ impl Session<'_> {
         authorize(op, &caller.principal, workspace)?;
         let now = OffsetDateTime::now_utc();
         if let Some(ws) = workspace {
-            if op.lists(ProblemCode::WorkspaceArchived) && ws.is_archived() {
-                return Err(entitlements::workspace_archived());
-            }
-            if op.lists(ProblemCode::EntitlementRequired) && !ws.entitlement.is_active(now) {
-                return Err(entitlements::entitlement_required(&ws.entitlement, now));
-            }
+            entitlements::admit(op, ws.is_archived(), &ws.entitlement, now)?;
         }
-        let ctx = ops::Ctx { service, caller, workspace, client, now };
-        let conn = self.conn().await.map_err(Error::into_problem)?;
-        ops::dispatch(&ctx, conn, op, input, idempotency_key).await.map_err(Error::into_problem)
+        let ctx = ops::Ctx { service, caller, workspace, client, now, held: None };
+        ops::dispatch(&ctx, self, op, input, idempotency_key).await.map_err(Error::into_problem)
     }
 }
 

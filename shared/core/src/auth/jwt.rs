@@ -128,6 +128,9 @@ impl JwtVerifier {
     }
 
     async fn verify_uncached(&self, token: &str) -> Result<VerifiedToken, Problem> {
+        if names_critical_extensions(token) {
+            return Err(rejected("unsupported_critical_header"));
+        }
         let header = jsonwebtoken::decode_header(token).map_err(|_| rejected("malformed_token"))?;
         let validation = match header.alg {
             Algorithm::RS256 => &self.validation_rs256,
@@ -159,15 +162,46 @@ impl JwtVerifier {
     }
 }
 
+/// Whether the token's header has `crit` (RFC 7515 §4.1.11): it names
+/// extensions the recipient must understand, and this server understands none,
+/// so such a token is refused. (The JWT library ignores the parameter.)
+fn names_critical_extensions(token: &str) -> bool {
+    use base64::Engine;
+    let header = token.split('.').next().unwrap_or_default();
+    base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(header)
+        .ok()
+        .and_then(|json| serde_json::from_slice::<serde_json::Map<String, serde_json::Value>>(&json).ok())
+        .is_some_and(|header| header.contains_key("crit"))
+}
+
 #[cfg(test)]
 mod tests {
     use std::time::Duration;
 
     use serde_json::json;
-    use svc_tests::{AUDIENCE, ISSUER, TestIssuer};
+    use svc_tests::{AUDIENCE, Alg, ISSUER, TestIssuer};
 
     use super::*;
     use crate::config::JwksSource;
+
+    #[tokio::test]
+    async fn tokens_with_critical_extensions_are_refused() {
+        let issuer = TestIssuer::shared();
+        let config = OidcConfig {
+            issuer: ISSUER.into(),
+            audience: AUDIENCE.into(),
+            jwks: JwksSource::File(issuer.jwks_path().to_owned()),
+        };
+        let verifier = JwtVerifier::new(&config).unwrap();
+        let plain = issuer.sign_with_header(Alg::Es256, &json!({}), &TestIssuer::claims("alice"));
+        assert_eq!(verifier.verify(&plain).await.unwrap().subject, "alice");
+        for crit in [json!(["exp"]), json!(["b64"]), json!([])] {
+            let token = issuer.sign_with_header(Alg::Es256, &json!({ "crit": crit }), &TestIssuer::claims("alice"));
+            let problem = verifier.verify(&token).await.unwrap_err();
+            assert_eq!(problem.details.unwrap()["reason"], "unsupported_critical_header", "{crit}");
+        }
+    }
 
     #[tokio::test]
     async fn a_cached_token_is_checked_again_when_its_key_is_retired() {

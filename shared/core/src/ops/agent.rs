@@ -5,14 +5,15 @@ use svc_contract::Problem;
 use svc_contract::operations::agent::{
     AgentOutput, ConfigureInput, CreateInput, DeleteInput, DeleteOutput, InspectInput, ListInput, ListOutput,
 };
-use svc_contract::resources::{self, AgentConfiguration, AgentStatus, Language};
+use svc_contract::resources::{self, AgentConfiguration, AgentStatus};
 use svc_contract::schema::True;
 
-use super::{Ctx, Handler, Page};
+use super::{Ctx, Done, Handler, Lock, Page};
 use crate::entitlements::LimitKey;
 use crate::error::Result;
 use crate::ids::AgentId;
 use crate::store::agents::{AgentRow, NewAgent};
+use crate::store::usage::Delta;
 use crate::{cursor, slug, store};
 
 /// Temperature of a new Agent when none is given (contract §8).
@@ -26,7 +27,7 @@ impl From<AgentRow> for resources::Agent {
             name: row.name,
             slug: row.slug,
             status: AgentStatus::Active,
-            default_language: Language::parse(&row.default_language).unwrap_or_default(),
+            default_language: row.default_language.into(),
             configuration: AgentConfiguration { instructions: row.instructions, temperature: row.temperature },
         }
     }
@@ -47,11 +48,11 @@ impl Handler for List {
     type Input = ListInput;
     type Output = Page<ListOutput>;
 
-    async fn handle(ctx: &Ctx<'_>, conn: &mut PgConnection, input: ListInput) -> Result<Self::Output> {
+    async fn handle(ctx: &Ctx<'_>, conn: &mut PgConnection, input: ListInput) -> Result<Done<Self::Output>> {
         let after = input.cursor.as_deref().map(|c| cursor::decode("agents", c)).transpose()?;
         let rows = store::agents::list(conn, ctx.workspace()?.id, after, i64::from(input.page_size) + 1).await?;
         let (rows, next_cursor) = cursor::page(rows, input.page_size, "agents", |row| row.id.0);
-        Ok(Page { data: ListOutput { agents: rows.into_iter().map(Into::into).collect() }, next_cursor })
+        Ok(Page { data: ListOutput { agents: rows.into_iter().map(Into::into).collect() }, next_cursor }.into())
     }
 }
 
@@ -61,10 +62,10 @@ impl Handler for Inspect {
     type Input = InspectInput;
     type Output = AgentOutput;
 
-    async fn handle(ctx: &Ctx<'_>, conn: &mut PgConnection, input: InspectInput) -> Result<AgentOutput> {
+    async fn handle(ctx: &Ctx<'_>, conn: &mut PgConnection, input: InspectInput) -> Result<Done<AgentOutput>> {
         let row =
             store::agents::get(conn, ctx.workspace()?.id, agent_id(&input.agent_id)?).await?.ok_or_else(not_found)?;
-        Ok(AgentOutput { agent: row.into() })
+        Ok(AgentOutput { agent: row.into() }.into())
     }
 }
 
@@ -74,15 +75,17 @@ impl Handler for Create {
     type Input = CreateInput;
     type Output = AgentOutput;
 
-    async fn handle(ctx: &Ctx<'_>, conn: &mut PgConnection, input: CreateInput) -> Result<AgentOutput> {
+    const LOCK: Lock = Lock::Limited;
+
+    async fn handle(ctx: &Ctx<'_>, conn: &mut PgConnection, input: CreateInput) -> Result<Done<AgentOutput>> {
         let ws = ctx.workspace()?;
-        super::reserve(ctx, conn, LimitKey::Agents, 1).await?;
+        super::reserve(ctx, conn, &Delta::of(LimitKey::Agents, 1)).await?;
         let mut agent = NewAgent {
             id: AgentId::new(),
             workspace_id: ws.id,
             name: &input.name,
             slug: "",
-            default_language: input.default_language.as_str(),
+            default_language: input.default_language.into(),
             instructions: input.instructions.as_deref(),
             temperature: input.temperature.unwrap_or(DEFAULT_TEMPERATURE),
         };
@@ -96,7 +99,7 @@ impl Handler for Create {
             }
             None => store::insert_with_free_slug(conn, &agent, &slug::derive(&input.name, "agent")).await?,
         };
-        Ok(AgentOutput { agent: row.into() })
+        Ok(AgentOutput { agent: row.into() }.into())
     }
 }
 
@@ -106,7 +109,7 @@ impl Handler for Configure {
     type Input = ConfigureInput;
     type Output = AgentOutput;
 
-    async fn handle(ctx: &Ctx<'_>, conn: &mut PgConnection, input: ConfigureInput) -> Result<AgentOutput> {
+    async fn handle(ctx: &Ctx<'_>, conn: &mut PgConnection, input: ConfigureInput) -> Result<Done<AgentOutput>> {
         let ws = ctx.workspace()?;
         let id = agent_id(&input.agent_id)?;
         let mut row = store::agents::lock(conn, ws.id, id).await?.ok_or_else(not_found)?;
@@ -114,14 +117,14 @@ impl Handler for Configure {
             row.name = name;
         }
         if let Some(language) = input.default_language {
-            row.default_language = language.as_str().to_owned();
+            row.default_language = language.into();
         }
         row.instructions = input.instructions.apply(row.instructions);
         if let Some(temperature) = input.temperature {
             row.temperature = temperature;
         }
         let row = store::agents::update(conn, &row).await?.ok_or_else(not_found)?;
-        Ok(AgentOutput { agent: row.into() })
+        Ok(AgentOutput { agent: row.into() }.into())
     }
 }
 
@@ -131,14 +134,16 @@ impl Handler for Delete {
     type Input = DeleteInput;
     type Output = DeleteOutput;
 
-    async fn handle(ctx: &Ctx<'_>, conn: &mut PgConnection, input: DeleteInput) -> Result<DeleteOutput> {
+    async fn handle(ctx: &Ctx<'_>, conn: &mut PgConnection, input: DeleteInput) -> Result<Done<DeleteOutput>> {
         if input.confirm != Some(true) {
             return Err(Problem::confirmation_required("Deleting an Agent needs `confirm: true`.").into());
         }
         let id = agent_id(&input.agent_id)?;
-        if !store::agents::soft_delete(conn, ctx.workspace()?.id, id).await? {
+        let ws = ctx.workspace()?.id;
+        if !store::agents::soft_delete(conn, ws, id).await? {
             return Err(not_found().into());
         }
-        Ok(DeleteOutput { agent_id: id.to_string(), deleted: True })
+        store::usage::adjust(conn, ws, &Delta::of(LimitKey::Agents, -1)).await?;
+        Ok(DeleteOutput { agent_id: id.to_string(), deleted: True }.into())
     }
 }

@@ -7,12 +7,13 @@ use svc_contract::operations::api_key::{
 };
 use svc_contract::{Preset, Problem, Scope, resources};
 
-use super::{Ctx, Handler, Page};
+use super::{Ctx, Done, Handler, Lock, Page};
 use crate::auth::api_key::{self, key_prefix};
 use crate::entitlements::LimitKey;
 use crate::error::{Error, Result};
 use crate::ids::ApiKeyId;
 use crate::store::api_keys::{ApiKeyRow, NewApiKey};
+use crate::store::usage::Delta;
 use crate::timestamp::millis;
 use crate::{cursor, store};
 
@@ -54,7 +55,7 @@ async fn issue(
     rotated_from_id: Option<ApiKeyId>,
 ) -> Result<SecretOutput> {
     let ws = ctx.workspace()?;
-    super::reserve(ctx, conn, LimitKey::ApiKeys, 1).await?;
+    super::reserve(ctx, conn, &Delta::of(LimitKey::ApiKeys, 1)).await?;
     let created_by = ctx.user_id()?;
     for _ in 0..3 {
         let key = api_key::generate().map_err(|e| Error::internal(format!("no randomness: {e}")))?;
@@ -91,11 +92,11 @@ impl Handler for List {
     type Input = ListInput;
     type Output = Page<ListOutput>;
 
-    async fn handle(ctx: &Ctx<'_>, conn: &mut PgConnection, input: ListInput) -> Result<Self::Output> {
+    async fn handle(ctx: &Ctx<'_>, conn: &mut PgConnection, input: ListInput) -> Result<Done<Self::Output>> {
         let after = input.cursor.as_deref().map(|c| cursor::decode("api_keys", c)).transpose()?;
         let rows = store::api_keys::list(conn, ctx.workspace()?.id, after, i64::from(input.page_size) + 1).await?;
         let (rows, next_cursor) = cursor::page(rows, input.page_size, "api_keys", |row| row.id.0);
-        Ok(Page { data: ListOutput { api_keys: rows.into_iter().map(Into::into).collect() }, next_cursor })
+        Ok(Page { data: ListOutput { api_keys: rows.into_iter().map(Into::into).collect() }, next_cursor }.into())
     }
 }
 
@@ -105,7 +106,9 @@ impl Handler for Create {
     type Input = CreateInput;
     type Output = SecretOutput;
 
-    async fn handle(ctx: &Ctx<'_>, conn: &mut PgConnection, input: CreateInput) -> Result<SecretOutput> {
+    const LOCK: Lock = Lock::Limited;
+
+    async fn handle(ctx: &Ctx<'_>, conn: &mut PgConnection, input: CreateInput) -> Result<Done<SecretOutput>> {
         // The schema admits exactly one of the two.
         let mut scopes = match (input.preset, input.scopes) {
             (Some(preset), None) => preset.scopes(),
@@ -115,7 +118,7 @@ impl Handler for Create {
         scopes.sort();
         scopes.dedup();
         let scopes: Vec<String> = scopes.iter().map(|s| s.as_str().to_owned()).collect();
-        issue(ctx, conn, &input.name, input.preset, &scopes, None).await
+        Ok(issue(ctx, conn, &input.name, input.preset, &scopes, None).await?.into())
     }
 
     fn for_replay(data: Value) -> Value {
@@ -129,13 +132,15 @@ impl Handler for Rotate {
     type Input = RotateInput;
     type Output = SecretOutput;
 
-    async fn handle(ctx: &Ctx<'_>, conn: &mut PgConnection, input: RotateInput) -> Result<SecretOutput> {
+    const LOCK: Lock = Lock::Limited;
+
+    async fn handle(ctx: &Ctx<'_>, conn: &mut PgConnection, input: RotateInput) -> Result<Done<SecretOutput>> {
         let old = lock_key(ctx, conn, &input.api_key_id).await?;
         if old.revoked_at.is_some() {
             return Err(revoked().into());
         }
         let preset = old.preset.as_deref().and_then(Preset::parse);
-        issue(ctx, conn, &old.name, preset, &old.scopes, Some(old.id)).await
+        Ok(issue(ctx, conn, &old.name, preset, &old.scopes, Some(old.id)).await?.into())
     }
 
     fn for_replay(data: Value) -> Value {
@@ -153,7 +158,7 @@ impl Handler for Revoke {
     type Input = RevokeInput;
     type Output = ApiKeyOutput;
 
-    async fn handle(ctx: &Ctx<'_>, conn: &mut PgConnection, input: RevokeInput) -> Result<ApiKeyOutput> {
+    async fn handle(ctx: &Ctx<'_>, conn: &mut PgConnection, input: RevokeInput) -> Result<Done<ApiKeyOutput>> {
         if input.confirm != Some(true) {
             return Err(Problem::confirmation_required("Revoking an API key needs `confirm: true`.").into());
         }
@@ -161,6 +166,8 @@ impl Handler for Revoke {
         if key.revoked_at.is_some() {
             return Err(revoked().into());
         }
-        Ok(ApiKeyOutput { api_key: store::api_keys::revoke(conn, key.id).await?.into() })
+        let revoked = store::api_keys::revoke(conn, key.id).await?;
+        store::usage::adjust(conn, key.workspace_id, &Delta::of(LimitKey::ApiKeys, -1)).await?;
+        Ok(ApiKeyOutput { api_key: revoked.into() }.into())
     }
 }

@@ -6,7 +6,7 @@ use svc_contract::identity::{
 };
 use svc_contract::operations::identity::StatusInput;
 
-use super::{Ctx, Handler};
+use super::{Ctx, Done, Handler};
 use crate::caller::Principal;
 use crate::error::Result;
 use crate::timestamp::rfc3339;
@@ -17,7 +17,7 @@ impl Handler for Status {
     type Input = StatusInput;
     type Output = IdentityStatus;
 
-    async fn handle(ctx: &Ctx<'_>, _conn: &mut PgConnection, _input: StatusInput) -> Result<IdentityStatus> {
+    async fn handle(ctx: &Ctx<'_>, _conn: &mut PgConnection, _input: StatusInput) -> Result<Done<IdentityStatus>> {
         let (mode, expires_at, user, credential) = match &ctx.caller.principal {
             Principal::User(user) => (
                 AuthMode::User,
@@ -52,6 +52,7 @@ impl Handler for Status {
             credential,
             availability: Availability { api: true, mcp },
             status: Ready::Ready,
-        })
+        }
+        .into())
     }
 }

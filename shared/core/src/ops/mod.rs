@@ -1,8 +1,17 @@
-//! Operation handlers: one type per operation, dispatched from the catalog id.
+//! Operation handlers, and the runner that gives each the database access its
+//! policy names.
 //!
-//! A handler parses nothing and checks no permission: the call path has done both.
-//! It reads or writes through the store and returns the contract's output type.
-//! Mutations run in a transaction together with their idempotency record.
+//! A handler parses nothing and checks no permission: the call path has done
+//! both. It reads or writes through the store and the domain modules and
+//! returns the contract's output type. [`dispatch`] names every operation with
+//! the runner it needs, so an operation without a handler does not compile:
+//!
+//! - [`read`]: a plain connection, no transaction.
+//! - [`write`]: one transaction with the idempotency record; the selected
+//!   Workspace is held (FOR SHARE) and its archive state and Entitlement checked
+//!   again under that lock; a handler that consumes a limit waits its turn at the
+//!   Workspace's gate before it takes a connection; jobs the handler returns are
+//!   enqueued after the commit.
 
 mod agent;
 mod api_key;
@@ -19,11 +28,14 @@ use svc_contract::{Issue, Operation, OperationId, Problem, ProblemCode};
 use time::OffsetDateTime;
 
 use crate::caller::{Caller, Principal, WorkspaceContext};
-use crate::entitlements::{self, LimitKey};
+use crate::entitlements::{self, Entitlement};
 use crate::error::{Error, Result};
 use crate::idempotency::{Claim, IdempotencyKey};
 use crate::ids::UserId;
-use crate::service::{ClientHints, Reply, Service};
+use crate::jobs::Job;
+use crate::service::{ClientHints, Reply, Service, Session};
+use crate::store::types::StoredWorkspaceStatus;
+use crate::store::usage::Delta;
 
 /// What a handler knows about its call.
 pub(crate) struct Ctx<'a> {
@@ -32,6 +44,8 @@ pub(crate) struct Ctx<'a> {
     pub workspace: Option<&'a WorkspaceContext>,
     pub client: &'a ClientHints,
     pub now: OffsetDateTime,
+    /// The selected Workspace's Entitlement as read under a mutation's lock.
+    pub held: Option<Entitlement>,
 }
 
 impl Ctx<'_> {
@@ -49,37 +63,60 @@ impl Ctx<'_> {
     }
 }
 
-/// Makes room for `requested` more of `key` in the selected Workspace, in the
-/// mutation's transaction: locks the Workspace row (so concurrent mutations are
-/// counted one after another), checks again on it what the call path checked
-/// before the transaction (an archive or plan change that committed in between
-/// still fails closed), then checks the limit against current usage.
-pub(crate) async fn reserve(ctx: &Ctx<'_>, conn: &mut PgConnection, key: LimitKey, requested: u64) -> Result<()> {
-    let ws = ctx.workspace()?.id;
-    let locked = crate::store::entitlements::lock(conn, ws).await?;
-    if locked.archived {
-        return Err(entitlements::workspace_archived().into());
+/// Grows the selected Workspace's usage by `delta` within its limits, as they
+/// stood when the mutation took the Workspace's lock (`limit_exceeded`, and
+/// nothing written, otherwise).
+pub(crate) async fn reserve(ctx: &Ctx<'_>, conn: &mut PgConnection, delta: &Delta) -> Result<()> {
+    let ws = ctx.workspace()?;
+    entitlements::reserve(conn, ws.id, ctx.held.as_ref().unwrap_or(&ws.entitlement), delta).await
+}
+
+/// How a mutation's transaction treats the selected Workspace.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Lock {
+    /// Held FOR SHARE and checked again (archived, Entitlement).
+    Shared,
+    /// As `Shared`, and the call consumes a limit: it first waits its turn at the
+    /// Workspace's gate, holding no pooled connection while it waits, because its
+    /// transaction will serialize on the Workspace's usage row.
+    Limited,
+}
+
+/// A handler's result: its output, and the jobs to enqueue once its transaction
+/// has committed.
+pub(crate) struct Done<T> {
+    pub output: T,
+    pub jobs: Vec<Job>,
+}
+
+impl<T> From<T> for Done<T> {
+    fn from(output: T) -> Self {
+        Self { output, jobs: Vec::new() }
     }
-    if !locked.entitlement.is_active(ctx.now) {
-        return Err(entitlements::entitlement_required(&locked.entitlement, ctx.now).into());
-    }
-    let usage = crate::store::entitlements::usage(conn, ws).await?;
-    Ok(locked.entitlement.check_limit(key, usage.get(key), requested)?)
 }
 
 pub(crate) trait Handler {
     type Input: DeserializeOwned + Send;
     type Output: Respond + Send;
 
+    /// How a mutation holds the Workspace (ignored by reads).
+    const LOCK: Lock = Lock::Shared;
+
     fn handle(
         ctx: &Ctx<'_>,
         conn: &mut PgConnection,
         input: Self::Input,
-    ) -> impl Future<Output = Result<Self::Output>> + Send;
+    ) -> impl Future<Output = Result<Done<Self::Output>>> + Send;
 
     /// The form of a result kept for idempotent replays (secrets removed).
     fn for_replay(data: Value) -> Value {
         data
+    }
+
+    /// What a replay answers, from what [`Handler::for_replay`] kept: the stored
+    /// result itself, unless the operation answers with live state.
+    fn replay(_ctx: &Ctx<'_>, _conn: &mut PgConnection, stored: Value) -> impl Future<Output = Result<Value>> + Send {
+        std::future::ready(Ok(stored))
     }
 }
 
@@ -123,33 +160,50 @@ respond_with_data!(
     out::api_key::ApiKeyOutput,
 );
 
+/// Every operation, with the runner its policy needs.
 pub(crate) async fn dispatch(
     ctx: &Ctx<'_>,
-    conn: &mut PgConnection,
+    session: &mut Session<'_>,
     op: &'static Operation,
     input: Value,
     key: Option<String>,
 ) -> Result<Reply> {
     use OperationId::*;
     match op.op {
-        IdentityStatus => read::<identity::Status>(ctx, conn, input).await,
-        WorkspaceList => read::<workspace::List>(ctx, conn, input).await,
-        WorkspaceInspect => read::<workspace::Inspect>(ctx, conn, input).await,
-        WorkspaceCreate => mutate::<workspace::Create>(ctx, conn, op, input, key).await,
-        WorkspaceRename => mutate::<workspace::Rename>(ctx, conn, op, input, key).await,
-        WorkspaceEntitlementsInspect => read::<workspace::EntitlementsInspect>(ctx, conn, input).await,
-        AgentList => read::<agent::List>(ctx, conn, input).await,
-        AgentInspect => read::<agent::Inspect>(ctx, conn, input).await,
-        AgentCreate => mutate::<agent::Create>(ctx, conn, op, input, key).await,
-        AgentConfigure => mutate::<agent::Configure>(ctx, conn, op, input, key).await,
-        AgentDelete => mutate::<agent::Delete>(ctx, conn, op, input, key).await,
-        ApiKeyList => read::<api_key::List>(ctx, conn, input).await,
-        ApiKeyCreate => mutate::<api_key::Create>(ctx, conn, op, input, key).await,
-        ApiKeyRotate => mutate::<api_key::Rotate>(ctx, conn, op, input, key).await,
-        ApiKeyRevoke => mutate::<api_key::Revoke>(ctx, conn, op, input, key).await,
-        _ => Err(Problem::new(ProblemCode::InternalError, format!("`{}` is not available on this server yet.", op.id))
-            .with_detail("reason", "not_implemented")
-            .into()),
+        IdentityStatus => read::<identity::Status>(ctx, session, op, input).await,
+        WorkspaceList => read::<workspace::List>(ctx, session, op, input).await,
+        WorkspaceInspect => read::<workspace::Inspect>(ctx, session, op, input).await,
+        WorkspaceCreate => write::<workspace::Create>(ctx, session, op, input, key).await,
+        WorkspaceRename => write::<workspace::Rename>(ctx, session, op, input, key).await,
+        WorkspaceEntitlementsInspect => read::<workspace::EntitlementsInspect>(ctx, session, op, input).await,
+        AgentList => read::<agent::List>(ctx, session, op, input).await,
+        AgentInspect => read::<agent::Inspect>(ctx, session, op, input).await,
+        AgentCreate => write::<agent::Create>(ctx, session, op, input, key).await,
+        AgentConfigure => write::<agent::Configure>(ctx, session, op, input, key).await,
+        AgentDelete => write::<agent::Delete>(ctx, session, op, input, key).await,
+        ApiKeyList => read::<api_key::List>(ctx, session, op, input).await,
+        ApiKeyCreate => write::<api_key::Create>(ctx, session, op, input, key).await,
+        ApiKeyRotate => write::<api_key::Rotate>(ctx, session, op, input, key).await,
+        ApiKeyRevoke => write::<api_key::Revoke>(ctx, session, op, input, key).await,
+        KnowledgeSourceList
+        | KnowledgeSourceInspect
+        | KnowledgeSourceAdd
+        | KnowledgeSourceWait
+        | KnowledgeSourceReconcile
+        | KnowledgeSourceReplace
+        | KnowledgeSourceDelete
+        | PublicChatInspect
+        | PublicChatEnable
+        | PublicChatDisable
+        | PublicChatUrl
+        | WidgetInspect
+        | WidgetConfigure
+        | WidgetManifest
+        | WidgetVerify => {
+            Err(Problem::new(ProblemCode::InternalError, format!("`{}` is not available on this server yet.", op.id))
+                .with_detail("reason", "not_implemented")
+                .into())
+        }
     }
 }
 
@@ -162,31 +216,111 @@ fn parse<T: DeserializeOwned>(input: Value) -> Result<T> {
     })
 }
 
-async fn read<H: Handler>(ctx: &Ctx<'_>, conn: &mut PgConnection, input: Value) -> Result<Reply> {
+/// Runs a read-only handler on the session's connection.
+async fn read<H: Handler>(
+    ctx: &Ctx<'_>,
+    session: &mut Session<'_>,
+    op: &'static Operation,
+    input: Value,
+) -> Result<Reply> {
+    if op.mutating {
+        return Err(Error::internal(format!("{} mutates but was dispatched as a read", op.id)));
+    }
     let input = parse::<H::Input>(input)?;
-    H::handle(ctx, conn, input).await?.respond()
+    let conn = session.conn().await?;
+    H::handle(ctx, conn, input).await?.output.respond()
 }
 
-async fn mutate<H: Handler>(
+/// What a write's transaction produced.
+enum Written {
+    Fresh(Reply, Vec<Job>),
+    Replayed(Value),
+}
+
+/// Runs a mutation in one transaction with its idempotency record (see the
+/// module documentation). The transaction is committed or rolled back before
+/// this returns, on every path: a lock it took (the idempotency key's among
+/// them) is never left to a background rollback.
+async fn write<H: Handler>(
     ctx: &Ctx<'_>,
-    conn: &mut PgConnection,
+    session: &mut Session<'_>,
     op: &'static Operation,
     input: Value,
     key: Option<String>,
 ) -> Result<Reply> {
+    if !op.mutating {
+        return Err(Error::internal(format!("{} is read-only but was dispatched as a write", op.id)));
+    }
     let workspace = ctx.workspace.map(|w| w.id);
     let key = key.map(|k| IdempotencyKey::new(ctx.caller.principal.uuid(), k, op.id, workspace, &input));
     let input = parse::<H::Input>(input)?;
+    let _turn = match (H::LOCK, workspace) {
+        (Lock::Limited, Some(ws)) => {
+            session.release();
+            Some(ctx.service.gates.enter(ws).await?)
+        }
+        _ => None,
+    };
+    let conn = session.conn().await?;
     let mut tx = conn.begin().await?;
-    if let Some(key) = &key
-        && let Claim::Replay(data) = key.claim(&mut tx).await?
-    {
-        return Ok(Reply { data, next_cursor: None, replayed: true });
+    let result = async {
+        if let Some(key) = &key
+            && let Claim::Replay(stored) = key.claim(&mut tx).await?
+        {
+            return Ok(Written::Replayed(H::replay(ctx, &mut tx, stored).await?));
+        }
+        let held_ctx;
+        let ctx = match ctx.workspace {
+            Some(ws) => {
+                let held = crate::store::workspaces::hold(&mut tx, ws.id).await?;
+                let archived = held.status == StoredWorkspaceStatus::Archived;
+                entitlements::admit(op, archived, &held.entitlement, ctx.now)?;
+                held_ctx = Ctx { held: Some(held.entitlement), ..*ctx };
+                &held_ctx
+            }
+            None => ctx,
+        };
+        let done = H::handle(ctx, &mut tx, input).await?;
+        let reply = done.output.respond()?;
+        if let Some(key) = &key {
+            key.record(&mut tx, &H::for_replay(reply.data.clone())).await?;
+        }
+        Ok::<_, Error>(Written::Fresh(reply, done.jobs))
     }
-    let reply = H::handle(ctx, &mut tx, input).await?.respond()?;
-    if let Some(key) = &key {
-        key.record(&mut tx, &H::for_replay(reply.data.clone())).await?;
+    .await;
+    match result {
+        Ok(Written::Fresh(reply, jobs)) => {
+            tx.commit().await?;
+            if !jobs.is_empty() {
+                // Redis may be slow or down: no pooled connection waits on it.
+                session.release();
+                ctx.service.enqueue(&jobs).await;
+            }
+            Ok(reply)
+        }
+        Ok(Written::Replayed(data)) => {
+            if !rolled_back(tx).await {
+                session.discard().await;
+            }
+            Ok(Reply { data, next_cursor: None, replayed: true })
+        }
+        Err(error) => {
+            if !rolled_back(tx).await {
+                session.discard().await;
+            }
+            Err(error)
+        }
     }
-    tx.commit().await?;
-    Ok(reply)
+}
+
+/// Rolls a transaction back now; `false` when that failed, which leaves the
+/// connection in an unknown state (the caller closes it).
+async fn rolled_back(tx: sqlx::Transaction<'_, sqlx::Postgres>) -> bool {
+    match tx.rollback().await {
+        Ok(()) => true,
+        Err(error) => {
+            tracing::warn!(%error, "rollback failed; closing the connection");
+            false
+        }
+    }
 }

@@ -3,6 +3,7 @@
 use sqlx::PgConnection;
 use uuid::Uuid;
 
+use super::types::StoredLanguage;
 use crate::ids::{AgentId, WorkspaceId};
 
 #[derive(Clone, Debug, PartialEq)]
@@ -11,7 +12,7 @@ pub struct AgentRow {
     pub workspace_id: WorkspaceId,
     pub name: String,
     pub slug: String,
-    pub default_language: String,
+    pub default_language: StoredLanguage,
     pub instructions: Option<String>,
     pub temperature: f64,
 }
@@ -23,7 +24,7 @@ pub struct NewAgent<'a> {
     pub workspace_id: WorkspaceId,
     pub name: &'a str,
     pub slug: &'a str,
-    pub default_language: &'a str,
+    pub default_language: StoredLanguage,
     pub instructions: Option<&'a str>,
     pub temperature: f64,
 }
@@ -38,13 +39,13 @@ pub async fn insert(conn: &mut PgConnection, agent: &NewAgent<'_>) -> sqlx::Resu
         VALUES ($1, $2, $3, $4, $5, $6, $7)
         ON CONFLICT (workspace_id, slug) WHERE deleted_at IS NULL DO NOTHING
         RETURNING id AS "id: AgentId", workspace_id AS "workspace_id: WorkspaceId", name, slug,
-                  default_language, instructions, temperature
+                  default_language AS "default_language: StoredLanguage", instructions, temperature
         "#,
         agent.id as AgentId,
         agent.workspace_id as WorkspaceId,
         agent.name,
         agent.slug,
-        agent.default_language,
+        agent.default_language as StoredLanguage,
         agent.instructions,
         agent.temperature,
     )
@@ -62,17 +63,23 @@ impl super::Slugged for NewAgent<'_> {
     async fn slugs_like(&self, conn: &mut PgConnection, base: &str) -> sqlx::Result<Vec<String>> {
         slugs_like(conn, self.workspace_id, base).await
     }
+
+    fn scope(&self) -> String {
+        format!("agents of {}", self.workspace_id)
+    }
 }
 
 /// Live slugs of the Workspace that could be candidates for `base` (see
-/// [`super::Slugged::slugs_like`]).
+/// [`super::Slugged::slugs_like`]): a range of the byte-ordered slug index.
 #[tracing::instrument(level = "debug", skip(conn))]
 pub async fn slugs_like(conn: &mut PgConnection, workspace: WorkspaceId, base: &str) -> sqlx::Result<Vec<String>> {
+    let (from, to) = super::prefix_range(base);
     sqlx::query_scalar!(
         r#"SELECT slug FROM agents
-           WHERE workspace_id = $1 AND deleted_at IS NULL AND slug LIKE left($2, 50) || '%'"#,
+           WHERE workspace_id = $1 AND deleted_at IS NULL AND slug >= $2 AND slug < $3"#,
         workspace as WorkspaceId,
-        base,
+        from,
+        to,
     )
     .fetch_all(conn)
     .await
@@ -84,7 +91,7 @@ pub async fn get(conn: &mut PgConnection, workspace: WorkspaceId, id: AgentId) -
         AgentRow,
         r#"
         SELECT id AS "id: AgentId", workspace_id AS "workspace_id: WorkspaceId", name, slug,
-               default_language, instructions, temperature
+               default_language AS "default_language: StoredLanguage", instructions, temperature
         FROM agents WHERE id = $1 AND workspace_id = $2 AND deleted_at IS NULL
         "#,
         id as AgentId,
@@ -106,7 +113,7 @@ pub async fn list(
         AgentRow,
         r#"
         SELECT id AS "id: AgentId", workspace_id AS "workspace_id: WorkspaceId", name, slug,
-               default_language, instructions, temperature
+               default_language AS "default_language: StoredLanguage", instructions, temperature
         FROM agents
         WHERE workspace_id = $1 AND deleted_at IS NULL AND ($2::uuid IS NULL OR id > $2)
         ORDER BY id
@@ -129,12 +136,12 @@ pub async fn update(conn: &mut PgConnection, agent: &AgentRow) -> sqlx::Result<O
         UPDATE agents SET name = $3, default_language = $4, instructions = $5, temperature = $6
         WHERE id = $1 AND workspace_id = $2 AND deleted_at IS NULL
         RETURNING id AS "id: AgentId", workspace_id AS "workspace_id: WorkspaceId", name, slug,
-                  default_language, instructions, temperature
+                  default_language AS "default_language: StoredLanguage", instructions, temperature
         "#,
         agent.id as AgentId,
         agent.workspace_id as WorkspaceId,
         agent.name,
-        agent.default_language,
+        agent.default_language as StoredLanguage,
         agent.instructions,
         agent.temperature,
     )
@@ -149,7 +156,7 @@ pub async fn lock(conn: &mut PgConnection, workspace: WorkspaceId, id: AgentId) 
         AgentRow,
         r#"
         SELECT id AS "id: AgentId", workspace_id AS "workspace_id: WorkspaceId", name, slug,
-               default_language, instructions, temperature
+               default_language AS "default_language: StoredLanguage", instructions, temperature
         FROM agents WHERE id = $1 AND workspace_id = $2 AND deleted_at IS NULL
         FOR UPDATE
         "#,

@@ -4,6 +4,7 @@ use serde_json::Value;
 use sqlx::PgConnection;
 use time::OffsetDateTime;
 
+use super::types::{StoredRole, StoredWorkspaceStatus};
 use crate::ids::{ApiKeyId, UserId, WorkspaceId};
 
 /// How a request names its Workspace (the `Svc-Workspace` header).
@@ -48,9 +49,9 @@ pub struct WorkspaceAccessRow {
     pub id: WorkspaceId,
     pub name: String,
     pub slug: String,
-    pub status: String,
+    pub status: StoredWorkspaceStatus,
     /// The caller's role (`None` for an API key).
-    pub role: Option<String>,
+    pub role: Option<StoredRole>,
     pub plan: String,
     pub trial_end: Option<OffsetDateTime>,
     pub period_end: Option<OffsetDateTime>,
@@ -77,8 +78,8 @@ struct UserAccessRow {
     workspace_id: Option<WorkspaceId>,
     workspace_name: Option<String>,
     slug: Option<String>,
-    status: Option<String>,
-    role: Option<String>,
+    status: Option<StoredWorkspaceStatus>,
+    role: Option<StoredRole>,
     plan: Option<String>,
     trial_end: Option<OffsetDateTime>,
     period_end: Option<OffsetDateTime>,
@@ -105,7 +106,7 @@ pub async fn user_with_workspaces(
                 SELECT u.id AS "user_id: UserId", u.email, u.name AS user_name,
                        u.setup_completed_at IS NOT NULL AS "setup_completed!", u.sessions_revoked_at,
                        ws.id AS "workspace_id?: WorkspaceId", ws.name AS "workspace_name?", ws.slug AS "slug?",
-                       ws.status AS "status?", m.role AS "role?", ws.plan AS "plan?", ws.trial_end AS "trial_end?",
+                       ws.status AS "status?: StoredWorkspaceStatus", m.role AS "role?: StoredRole", ws.plan AS "plan?", ws.trial_end AS "trial_end?",
                        ws.period_end AS "period_end?", ws.cancel_at_period_end AS "cancel_at_period_end?",
                        ws.limit_overrides AS "limit_overrides?"
                 FROM users u
@@ -127,7 +128,7 @@ pub async fn user_with_workspaces(
                 SELECT u.id AS "user_id: UserId", u.email, u.name AS user_name,
                        u.setup_completed_at IS NOT NULL AS "setup_completed!", u.sessions_revoked_at,
                        ws.id AS "workspace_id?: WorkspaceId", ws.name AS "workspace_name?", ws.slug AS "slug?",
-                       ws.status AS "status?", m.role AS "role?", ws.plan AS "plan?", ws.trial_end AS "trial_end?",
+                       ws.status AS "status?: StoredWorkspaceStatus", m.role AS "role?: StoredRole", ws.plan AS "plan?", ws.trial_end AS "trial_end?",
                        ws.period_end AS "period_end?", ws.cancel_at_period_end AS "cancel_at_period_end?",
                        ws.limit_overrides AS "limit_overrides?"
                 FROM users u
@@ -151,7 +152,7 @@ pub async fn user_with_workspaces(
                 SELECT u.id AS "user_id: UserId", u.email, u.name AS user_name,
                        u.setup_completed_at IS NOT NULL AS "setup_completed!", u.sessions_revoked_at,
                        w.id AS "workspace_id?: WorkspaceId", w.name AS "workspace_name?", w.slug AS "slug?",
-                       w.status AS "status?", w.role AS "role?", w.plan AS "plan?", w.trial_end AS "trial_end?",
+                       w.status AS "status?: StoredWorkspaceStatus", w.role AS "role?: StoredRole", w.plan AS "plan?", w.trial_end AS "trial_end?",
                        w.period_end AS "period_end?", w.cancel_at_period_end AS "cancel_at_period_end?",
                        w.limit_overrides AS "limit_overrides?"
                 FROM users u
@@ -223,7 +224,7 @@ pub async fn key_with_workspace(
     let row = sqlx::query!(
         r#"
         SELECT k.id AS "key_id: ApiKeyId", k.public_id, k.secret_hash, k.scopes, k.last_used_at, k.revoked_at,
-               w.id AS "workspace_id: WorkspaceId", w.name, w.slug, w.status,
+               w.id AS "workspace_id: WorkspaceId", w.name, w.slug, w.status AS "status: StoredWorkspaceStatus",
                w.plan, w.trial_end, w.period_end, w.cancel_at_period_end, w.limit_overrides
         FROM api_keys k
         JOIN workspaces w ON w.id = k.workspace_id

@@ -13,13 +13,6 @@ pub struct RecordRow {
     pub live: bool,
 }
 
-/// Takes a transaction-scoped lock on `key` without waiting; `false` when
-/// another transaction holds it.
-#[tracing::instrument(level = "debug", skip(conn))]
-pub async fn try_lock(conn: &mut PgConnection, key: i64) -> sqlx::Result<bool> {
-    sqlx::query_scalar!(r#"SELECT pg_try_advisory_xact_lock($1) AS "locked!""#, key).fetch_one(conn).await
-}
-
 #[tracing::instrument(level = "debug", skip(conn, key))]
 pub async fn find(
     conn: &mut PgConnection,

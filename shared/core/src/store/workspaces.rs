@@ -4,6 +4,8 @@ use sqlx::PgConnection;
 use time::OffsetDateTime;
 use uuid::Uuid;
 
+use super::types::{StoredRole, StoredWorkspaceStatus};
+use crate::entitlements::Entitlement;
 use crate::ids::{UserId, WorkspaceId};
 
 #[derive(Clone, Debug, PartialEq)]
@@ -11,9 +13,9 @@ pub struct WorkspaceRow {
     pub id: WorkspaceId,
     pub name: String,
     pub slug: String,
-    pub status: String,
+    pub status: StoredWorkspaceStatus,
     /// The listing User's role.
-    pub role: Option<String>,
+    pub role: Option<StoredRole>,
 }
 
 /// Inserts a Workspace on a trial ending at `trial_end`; `None` when the slug is taken.
@@ -30,7 +32,8 @@ pub async fn insert(
         r#"
         INSERT INTO workspaces (id, name, slug, plan, trial_end) VALUES ($1, $2, $3, 'trial', $4)
         ON CONFLICT (slug) DO NOTHING
-        RETURNING id AS "id: WorkspaceId", name, slug, status, NULL::text AS role
+        RETURNING id AS "id: WorkspaceId", name, slug, status AS "status: StoredWorkspaceStatus",
+                  NULL::member_role AS "role?: StoredRole"
         "#,
         id as WorkspaceId,
         name,
@@ -58,17 +61,28 @@ impl super::Slugged for NewWorkspace<'_> {
     async fn slugs_like(&self, conn: &mut PgConnection, base: &str) -> sqlx::Result<Vec<String>> {
         slugs_like(conn, base).await
     }
+
+    fn scope(&self) -> String {
+        "workspaces".to_owned()
+    }
 }
 
-/// Slugs that could be candidates for `base` (see [`super::Slugged::slugs_like`]).
+/// Slugs that could be candidates for `base` (see [`super::Slugged::slugs_like`]):
+/// a range of the byte-ordered unique index.
 #[tracing::instrument(level = "debug", skip(conn))]
 pub async fn slugs_like(conn: &mut PgConnection, base: &str) -> sqlx::Result<Vec<String>> {
-    sqlx::query_scalar!("SELECT slug FROM workspaces WHERE slug LIKE left($1, 50) || '%'", base).fetch_all(conn).await
+    let (from, to) = super::prefix_range(base);
+    sqlx::query_scalar!("SELECT slug FROM workspaces WHERE slug >= $1 AND slug < $2", from, to).fetch_all(conn).await
 }
 
 /// Adds a member, or changes an existing member's role.
 #[tracing::instrument(level = "debug", skip(conn))]
-pub async fn set_member(conn: &mut PgConnection, workspace: WorkspaceId, user: UserId, role: &str) -> sqlx::Result<()> {
+pub async fn set_member(
+    conn: &mut PgConnection,
+    workspace: WorkspaceId,
+    user: UserId,
+    role: StoredRole,
+) -> sqlx::Result<()> {
     sqlx::query!(
         r#"
         INSERT INTO memberships (user_id, workspace_id, role) VALUES ($1, $2, $3)
@@ -76,7 +90,7 @@ pub async fn set_member(conn: &mut PgConnection, workspace: WorkspaceId, user: U
         "#,
         user as UserId,
         workspace as WorkspaceId,
-        role,
+        role as StoredRole,
     )
     .execute(conn)
     .await?;
@@ -94,7 +108,8 @@ pub async fn list_for_user(
     sqlx::query_as!(
         WorkspaceRow,
         r#"
-        SELECT w.id AS "id: WorkspaceId", w.name, w.slug, w.status, m.role AS "role?"
+        SELECT w.id AS "id: WorkspaceId", w.name, w.slug, w.status AS "status: StoredWorkspaceStatus",
+               m.role AS "role?: StoredRole"
         FROM memberships m JOIN workspaces w ON w.id = m.workspace_id
         WHERE m.user_id = $1 AND ($2::uuid IS NULL OR w.id > $2)
         ORDER BY w.id
@@ -114,7 +129,8 @@ pub async fn rename(conn: &mut PgConnection, id: WorkspaceId, name: &str) -> sql
         WorkspaceRow,
         r#"
         UPDATE workspaces SET name = $2 WHERE id = $1
-        RETURNING id AS "id: WorkspaceId", name, slug, status, NULL::text AS role
+        RETURNING id AS "id: WorkspaceId", name, slug, status AS "status: StoredWorkspaceStatus",
+                  NULL::member_role AS "role?: StoredRole"
         "#,
         id as WorkspaceId,
         name,
@@ -133,7 +149,8 @@ pub async fn find(
     sqlx::query_as!(
         WorkspaceRow,
         r#"
-        SELECT id AS "id: WorkspaceId", name, slug, status, NULL::text AS role
+        SELECT id AS "id: WorkspaceId", name, slug, status AS "status: StoredWorkspaceStatus",
+               NULL::member_role AS "role?: StoredRole"
         FROM workspaces WHERE id = $1 OR slug = $2
         "#,
         id.map(|i| i.0),
@@ -144,16 +161,52 @@ pub async fn find(
 }
 
 #[tracing::instrument(level = "debug", skip(conn))]
-pub async fn set_status(conn: &mut PgConnection, id: WorkspaceId, status: &str) -> sqlx::Result<WorkspaceRow> {
+pub async fn set_status(
+    conn: &mut PgConnection,
+    id: WorkspaceId,
+    status: StoredWorkspaceStatus,
+) -> sqlx::Result<WorkspaceRow> {
     sqlx::query_as!(
         WorkspaceRow,
         r#"
         UPDATE workspaces SET status = $2 WHERE id = $1
-        RETURNING id AS "id: WorkspaceId", name, slug, status, NULL::text AS role
+        RETURNING id AS "id: WorkspaceId", name, slug, status AS "status: StoredWorkspaceStatus",
+                  NULL::member_role AS "role?: StoredRole"
         "#,
         id as WorkspaceId,
-        status,
+        status as StoredWorkspaceStatus,
     )
     .fetch_one(conn)
     .await
+}
+
+/// A Workspace as a mutation sees it under its lock.
+pub struct Held {
+    pub status: StoredWorkspaceStatus,
+    pub entitlement: Entitlement,
+}
+
+/// Reads the Workspace's status and Entitlement and holds its row FOR SHARE until
+/// the transaction ends: mutations run side by side, while an archive or plan
+/// change waits for them (and they, started after it, see it).
+#[tracing::instrument(level = "debug", skip(conn))]
+pub async fn hold(conn: &mut PgConnection, workspace: WorkspaceId) -> sqlx::Result<Held> {
+    let row = sqlx::query!(
+        r#"SELECT status AS "status: StoredWorkspaceStatus", plan, trial_end, period_end, cancel_at_period_end,
+                  limit_overrides
+           FROM workspaces WHERE id = $1 FOR SHARE"#,
+        workspace as WorkspaceId,
+    )
+    .fetch_one(conn)
+    .await?;
+    Ok(Held {
+        status: row.status,
+        entitlement: Entitlement::from_row(
+            &row.plan,
+            row.trial_end,
+            row.period_end,
+            row.cancel_at_period_end,
+            &row.limit_overrides,
+        ),
+    })
 }
