@@ -11,5 +11,6 @@ mod helpers;
 mod http;
 mod idempotency;
 mod identity;
+mod knowledge;
 mod mcp;
 mod workspaces;

@@ -16,6 +16,7 @@ pub mod housekeeping;
 pub mod idempotency;
 pub mod ids;
 pub mod jobs;
+pub mod knowledge;
 mod ops;
 pub mod runtime;
 pub mod service;

@@ -17,6 +17,7 @@ use crate::entitlements;
 use crate::error::Error;
 use crate::gates::Gates;
 use crate::jobs::{Job, Queue};
+use crate::knowledge::Backlog;
 use crate::ops;
 use crate::store::callers::Selector;
 use crate::validate::Validators;
@@ -45,6 +46,7 @@ pub struct Service {
     pub(crate) config: CoreConfig,
     pub(crate) gates: Gates,
     queue: Option<Queue>,
+    backlog: Backlog,
     jwt: Option<JwtVerifier>,
     validators: Validators,
 }
@@ -55,11 +57,16 @@ impl Service {
     pub fn new(pool: PgPool, queue: Option<Queue>, config: CoreConfig) -> Result<Self, String> {
         let jwt = config.oidc.as_ref().map(JwtVerifier::new).transpose()?;
         let gates = Gates::new(config.gate_wait);
-        Ok(Self { pool, config, gates, queue, jwt, validators: Validators::new()? })
+        Ok(Self { pool, config, gates, queue, backlog: Backlog::default(), jwt, validators: Validators::new()? })
     }
 
     pub fn queue(&self) -> Option<&Queue> {
         self.queue.as_ref()
+    }
+
+    /// Revisions still to be processed (read at most once a second).
+    pub(crate) async fn backlog(&self, conn: &mut PgConnection) -> i64 {
+        self.backlog.get(conn).await
     }
 
     /// Hands committed work to the workers. A failure is logged, not answered:

@@ -134,15 +134,20 @@ impl Handler for Delete {
     type Input = DeleteInput;
     type Output = DeleteOutput;
 
+    /// Its sources go with it, and their usage.
+    const LOCK: Lock = Lock::Limited;
+
     async fn handle(ctx: &Ctx<'_>, conn: &mut PgConnection, input: DeleteInput) -> Result<Done<DeleteOutput>> {
         if input.confirm != Some(true) {
             return Err(Problem::confirmation_required("Deleting an Agent needs `confirm: true`.").into());
         }
         let id = agent_id(&input.agent_id)?;
         let ws = ctx.workspace()?.id;
+        store::usage::lock(conn, ws).await?;
         if !store::agents::soft_delete(conn, ws, id).await? {
             return Err(not_found().into());
         }
+        crate::knowledge::delete_all_of(conn, ws, id).await?;
         store::usage::adjust(conn, ws, &Delta::of(LimitKey::Agents, -1)).await?;
         Ok(DeleteOutput { agent_id: id.to_string(), deleted: True }.into())
     }

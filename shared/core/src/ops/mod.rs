@@ -16,6 +16,7 @@
 mod agent;
 mod api_key;
 mod identity;
+mod knowledge;
 mod workspace;
 
 use std::future::Future;
@@ -158,6 +159,9 @@ respond_with_data!(
     out::agent::DeleteOutput,
     out::api_key::SecretOutput,
     out::api_key::ApiKeyOutput,
+    out::knowledge_source::KnowledgeSourceOutput,
+    out::knowledge_source::WaitOutput,
+    out::knowledge_source::DeleteOutput,
 );
 
 /// Every operation, with the runner its policy needs.
@@ -185,13 +189,13 @@ pub(crate) async fn dispatch(
         ApiKeyCreate => write::<api_key::Create>(ctx, session, op, input, key).await,
         ApiKeyRotate => write::<api_key::Rotate>(ctx, session, op, input, key).await,
         ApiKeyRevoke => write::<api_key::Revoke>(ctx, session, op, input, key).await,
-        KnowledgeSourceList
-        | KnowledgeSourceInspect
-        | KnowledgeSourceAdd
-        | KnowledgeSourceWait
-        | KnowledgeSourceReconcile
-        | KnowledgeSourceReplace
-        | KnowledgeSourceDelete
+        KnowledgeSourceList => read::<knowledge::List>(ctx, session, op, input).await,
+        KnowledgeSourceInspect => read::<knowledge::Inspect>(ctx, session, op, input).await,
+        KnowledgeSourceAdd => write::<knowledge::Add>(ctx, session, op, input, key).await,
+        KnowledgeSourceWait => read::<knowledge::Wait>(ctx, session, op, input).await,
+        KnowledgeSourceReplace => write::<knowledge::Replace>(ctx, session, op, input, key).await,
+        KnowledgeSourceDelete => write::<knowledge::Delete>(ctx, session, op, input, key).await,
+        KnowledgeSourceReconcile
         | PublicChatInspect
         | PublicChatEnable
         | PublicChatDisable

@@ -179,3 +179,17 @@ pub async fn soft_delete(conn: &mut PgConnection, workspace: WorkspaceId, id: Ag
     .await?;
     Ok(done.rows_affected() == 1)
 }
+
+/// Whether the Agent is live, holding it so until the transaction ends (a
+/// delete waits).
+#[tracing::instrument(level = "debug", skip(conn))]
+pub async fn hold(conn: &mut PgConnection, workspace: WorkspaceId, id: AgentId) -> sqlx::Result<bool> {
+    let held = sqlx::query_scalar!(
+        "SELECT 1 AS held FROM agents WHERE id = $1 AND workspace_id = $2 AND deleted_at IS NULL FOR SHARE",
+        id as AgentId,
+        workspace as WorkspaceId,
+    )
+    .fetch_optional(conn)
+    .await?;
+    Ok(held.is_some())
+}

@@ -11,6 +11,7 @@ pub mod api_keys;
 pub mod callers;
 pub mod entitlements;
 pub mod idempotency;
+pub mod knowledge;
 pub mod types;
 pub mod usage;
 pub mod users;

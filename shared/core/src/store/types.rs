@@ -5,6 +5,7 @@
 //! its contract type.
 
 use svc_contract::Role;
+use svc_contract::knowledge::{ProvenanceKind, RevisionState};
 use svc_contract::resources::{Language, WorkspaceStatus};
 
 /// Declares a stored enum that mirrors a contract enum variant for variant.
@@ -47,3 +48,92 @@ stored_enum!(
     /// `agent_language`
     StoredLanguage = "agent_language" <=> Language { En, Es }
 );
+stored_enum!(
+    /// `provenance_kind`
+    StoredProvenanceKind = "provenance_kind" <=> ProvenanceKind { Repository, Url, Manual }
+);
+
+/// Where a revision is in its life (`revision_state`):
+///
+/// ```text
+/// pending ──► processing ──► active ──► replaced
+///    │            │  ▲
+///    └────────────┴──┴──► failed          (processing ──► processing: a lease
+///                                          expired and another worker took it)
+/// ```
+///
+/// `replaced` is internal: an active revision a newer one took over from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, sqlx::Type)]
+#[sqlx(type_name = "revision_state", rename_all = "snake_case")]
+pub enum StoredRevisionState {
+    Pending,
+    Processing,
+    Active,
+    Failed,
+    Replaced,
+}
+
+impl StoredRevisionState {
+    /// Whether a revision in this state may move to `next`.
+    pub fn can_become(self, next: StoredRevisionState) -> bool {
+        use StoredRevisionState::*;
+        matches!(
+            (self, next),
+            (Pending, Processing | Failed) | (Processing, Processing | Active | Failed) | (Active, Replaced)
+        )
+    }
+
+    /// Still to be processed: pending, or taken by a worker.
+    pub fn is_unfinished(self) -> bool {
+        matches!(self, Self::Pending | Self::Processing)
+    }
+
+    /// Its content counts toward `knowledge_bytes`.
+    pub fn holds_content(self) -> bool {
+        matches!(self, Self::Pending | Self::Processing | Self::Active)
+    }
+
+    /// As the contract shows it; `None` for `replaced`, which is never shown.
+    pub fn shown(self) -> Option<RevisionState> {
+        match self {
+            Self::Pending => Some(RevisionState::Pending),
+            Self::Processing => Some(RevisionState::Processing),
+            Self::Active => Some(RevisionState::Active),
+            Self::Failed => Some(RevisionState::Failed),
+            Self::Replaced => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::StoredRevisionState::{self, *};
+
+    const ALL: [StoredRevisionState; 5] = [Pending, Processing, Active, Failed, Replaced];
+
+    #[test]
+    fn revision_transitions() {
+        let allowed: Vec<(StoredRevisionState, StoredRevisionState)> = ALL
+            .iter()
+            .flat_map(|from| ALL.iter().map(move |to| (*from, *to)))
+            .filter(|(from, to)| from.can_become(*to))
+            .collect();
+        assert_eq!(
+            allowed,
+            [
+                (Pending, Processing),
+                (Pending, Failed),
+                (Processing, Processing),
+                (Processing, Active),
+                (Processing, Failed),
+                (Active, Replaced),
+            ]
+        );
+        // Ends are ends: nothing leaves failed or replaced.
+        for to in ALL {
+            assert!(!Failed.can_become(to) && !Replaced.can_become(to));
+        }
+        assert!(ALL.iter().filter(|s| s.holds_content()).eq([Pending, Processing, Active].iter()));
+        assert_eq!(Replaced.shown(), None);
+    }
+}

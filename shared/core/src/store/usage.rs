@@ -166,3 +166,17 @@ pub async fn adjust(conn: &mut PgConnection, workspace: WorkspaceId, delta: &Del
     .await?;
     Ok(())
 }
+
+/// Locks the usage row until the transaction ends, changing nothing: writes
+/// that lock a Workspace's knowledge rows take it first (see the store's lock
+/// order), so they never wait on each other the other way round.
+#[tracing::instrument(level = "debug", skip(conn))]
+pub async fn lock(conn: &mut PgConnection, workspace: WorkspaceId) -> sqlx::Result<()> {
+    sqlx::query!(
+        "SELECT 1 AS locked FROM workspace_usage WHERE workspace_id = $1 FOR UPDATE",
+        workspace as WorkspaceId
+    )
+    .fetch_one(conn)
+    .await?;
+    Ok(())
+}

@@ -1,0 +1,516 @@
+//! Knowledge Sources: the operations, their rules and bounds, and processing
+//! (driven here by calling the worker's processing step directly; the real
+//! worker process is tested end to end in `tests/`).
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use sqlx::PgPool;
+use svc_core::ids::RevisionId;
+use svc_core::knowledge::{Outcome, Processing, process};
+
+use crate::helpers::{TestApp, TestUser, assert_ok, assert_problem};
+
+fn digest(content: &str) -> String {
+    svc_contract::digest::sha256_prefixed(content.as_bytes())
+}
+
+pub fn add_input(agent: &str, key: &str, content: &str) -> Value {
+    json!({
+        "agentId": agent, "key": key, "title": format!("Title of {key}"),
+        "provenance": { "kind": "repository", "uri": format!("https://git.example/{key}.md") },
+        "revision": "r1", "digest": digest(content), "content": content,
+    })
+}
+
+fn replace_input(agent: &str, source: &str, revision: &str, content: &str) -> Value {
+    json!({
+        "agentId": agent, "sourceId": source, "title": "Replaced title",
+        "provenance": { "kind": "manual", "uri": "notes" },
+        "revision": revision, "digest": digest(content), "content": content,
+    })
+}
+
+pub fn processing(worker: &str) -> Processing {
+    Processing {
+        worker: worker.to_owned(),
+        lease: Duration::from_secs(30),
+        max_attempts: 3,
+        deadline: Duration::from_secs(900),
+    }
+}
+
+/// The revision id of a source's pending revision.
+fn pending_of(source: &Value) -> RevisionId {
+    RevisionId::parse(source["pendingRevision"]["id"].as_str().expect("a pending revision")).unwrap()
+}
+
+struct Setup {
+    app: TestApp,
+    owner: TestUser,
+    ws: String,
+    agent: String,
+}
+
+async fn setup(pool: PgPool) -> Setup {
+    let app = TestApp::new(pool).await;
+    let (owner, ws) = app.owner("alice").await;
+    let agent = app.agent(&owner, &ws, "Helper").await;
+    Setup { app, owner, ws, agent }
+}
+
+impl Setup {
+    async fn call(&self, path: &str, input: Value) -> svc_tests::http::TestResponse {
+        self.app.op(path, &self.owner.token, Some(&self.ws), input).await
+    }
+
+    async fn ok(&self, path: &str, input: Value) -> Value {
+        assert_ok(path, &self.call(path, input).await)
+    }
+
+    async fn add(&self, key: &str, content: &str) -> Value {
+        self.ok("knowledge-sources/add", add_input(&self.agent, key, content)).await["knowledgeSource"].clone()
+    }
+
+    async fn inspect(&self, source: &str) -> Value {
+        self.ok("knowledge-sources/inspect", json!({ "agentId": self.agent, "sourceId": source })).await["knowledgeSource"]
+            .clone()
+    }
+
+    async fn process(&self, revision: RevisionId) -> Outcome {
+        process(&self.app.pool, revision, &processing("test-worker")).await.unwrap()
+    }
+
+    async fn usage(&self) -> Value {
+        let data = self.ok("workspaces/entitlements/inspect", json!({})).await;
+        data["entitlement"]["usage"].clone()
+    }
+}
+
+#[sqlx::test(migrations = "../migrations")]
+async fn an_added_source_is_pending_then_active(pool: PgPool) {
+    let s = setup(pool).await;
+    let content = "# FAQ\n\nOur office opens at nine.\n\n## Returns\n\nReturns are free within 30 days.";
+    let added = s.add("faq", content).await;
+    assert_eq!(added["state"], "pending");
+    assert_eq!(added["activeRevision"], Value::Null);
+    assert_eq!(added["pendingRevision"]["state"], "pending");
+    assert_eq!(added["digest"], digest(content));
+    assert_eq!(added["required"], true, "required defaults to true");
+    let id = added["id"].as_str().unwrap().to_owned();
+    assert!(id.starts_with("ks_"));
+    assert!(added["pendingRevision"]["id"].as_str().unwrap().starts_with("rev_"));
+    let waited = s.ok("knowledge-sources/wait", json!({ "agentId": s.agent, "sourceId": id })).await;
+    assert_eq!(waited["terminal"], false);
+    let retry = waited["retryAfterMs"].as_u64().unwrap();
+    assert!((100..=5000).contains(&retry), "{retry}");
+
+    assert_eq!(s.process(pending_of(&added)).await, Outcome::Promoted);
+    let active = s.inspect(&id).await;
+    assert_eq!(active["state"], "active");
+    assert_eq!(active["pendingRevision"], Value::Null);
+    assert_eq!(active["activeRevision"]["id"], added["pendingRevision"]["id"]);
+    assert_eq!(active["activeRevision"]["state"], "active");
+    let waited = s.ok("knowledge-sources/wait", json!({ "agentId": s.agent, "sourceId": id })).await;
+    assert_eq!((waited["terminal"].clone(), waited["retryAfterMs"].clone()), (json!(true), Value::Null));
+    // Passages are indexed under their headings.
+    let headings: Vec<Option<String>> = sqlx::query_scalar("SELECT heading FROM knowledge_passages ORDER BY ordinal")
+        .fetch_all(&s.app.pool)
+        .await
+        .unwrap();
+    assert_eq!(headings, [Some("FAQ".to_owned()), Some("FAQ › Returns".to_owned())]);
+    // A second run of the same job does nothing.
+    assert_eq!(s.process(pending_of(&added)).await, Outcome::Skipped);
+    let listed = s.ok("knowledge-sources/list", json!({ "agentId": s.agent })).await;
+    assert_eq!(listed["knowledgeSources"].as_array().unwrap().len(), 1);
+    assert_eq!(listed["knowledgeSources"][0], active);
+}
+
+#[sqlx::test(migrations = "../migrations")]
+async fn a_replacement_is_private_until_it_is_active(pool: PgPool) {
+    let s = setup(pool).await;
+    let first = s.add("faq", "The office opens at nine.").await;
+    let id = first["id"].as_str().unwrap().to_owned();
+    s.process(pending_of(&first)).await;
+    let replacing = s
+        .ok("knowledge-sources/replace", replace_input(&s.agent, &id, "r2", "The office opens at ten."))
+        .await["knowledgeSource"]
+        .clone();
+    assert_eq!(replacing["state"], "replacing");
+    assert_eq!(replacing["revision"], "r2", "top-level fields describe the latest submission");
+    assert_eq!(replacing["title"], "Replaced title");
+    assert_eq!(replacing["activeRevision"]["revision"], "r1", "the last good revision keeps answering");
+    assert_eq!(replacing["pendingRevision"]["revision"], "r2");
+    let bodies = || async {
+        sqlx::query_scalar::<_, String>("SELECT body FROM knowledge_passages").fetch_all(&s.app.pool).await.unwrap()
+    };
+    assert_eq!(bodies().await, ["The office opens at nine."]);
+    assert_eq!(s.process(pending_of(&replacing)).await, Outcome::Promoted);
+    let done = s.inspect(&id).await;
+    assert_eq!((done["state"].clone(), done["activeRevision"]["revision"].clone()), (json!("active"), json!("r2")));
+    assert_eq!(bodies().await, ["The office opens at ten."], "the old passages are gone");
+    // A replace identical to the active revision changes nothing.
+    let same = s.ok("knowledge-sources/replace", replace_input(&s.agent, &id, "r2", "The office opens at ten.")).await;
+    assert_eq!(same["knowledgeSource"], done);
+    assert_eq!(s.app.count("SELECT count(*) FROM knowledge_revisions").await, 2);
+}
+
+#[sqlx::test(migrations = "../migrations")]
+async fn a_failing_replacement_keeps_the_last_good_revision(pool: PgPool) {
+    let s = setup(pool).await;
+    let first = s.add("faq", "The office opens at nine.").await;
+    let id = first["id"].as_str().unwrap().to_owned();
+    s.process(pending_of(&first)).await;
+    let blank = " \n\t \n";
+    let replacing = s.ok("knowledge-sources/replace", replace_input(&s.agent, &id, "r2", blank)).await;
+    assert_eq!(s.process(pending_of(&replacing["knowledgeSource"])).await, Outcome::Failed("empty_content"));
+    let after = s.inspect(&id).await;
+    assert_eq!(after["state"], "active");
+    assert_eq!(after["activeRevision"]["revision"], "r1");
+    assert_eq!(after["pendingRevision"]["state"], "failed");
+    assert_eq!(after["pendingRevision"]["errorCode"], "empty_content");
+    let response = s.call("knowledge-sources/wait", json!({ "agentId": s.agent, "sourceId": id })).await;
+    let body = assert_problem(&response, 422, "processing_failed");
+    assert_eq!(body["error"]["details"]["knowledgeSource"], after);
+    let passages: i64 = s.app.count("SELECT count(*) FROM knowledge_passages").await;
+    assert_eq!(passages, 1, "still the first revision's");
+}
+
+#[sqlx::test(migrations = "../migrations")]
+async fn a_newer_replacement_supersedes_an_unfinished_one(pool: PgPool) {
+    let s = setup(pool).await;
+    let first = s.add("faq", "Version one.").await;
+    let id = first["id"].as_str().unwrap().to_owned();
+    s.process(pending_of(&first)).await;
+    let second = s.ok("knowledge-sources/replace", replace_input(&s.agent, &id, "r2", "Version two.")).await;
+    let third = s.ok("knowledge-sources/replace", replace_input(&s.agent, &id, "r3", "Version three.")).await;
+    let (second, third) = (pending_of(&second["knowledgeSource"]), pending_of(&third["knowledgeSource"]));
+    let state: (String, Option<String>) =
+        sqlx::query_as("SELECT state::text, error_code FROM knowledge_revisions WHERE id = $1")
+            .bind(second.0)
+            .fetch_one(&s.app.pool)
+            .await
+            .unwrap();
+    assert_eq!(state, ("failed".to_owned(), Some("superseded".to_owned())));
+    // The superseded job arrives late: nothing happens.
+    assert_eq!(s.process(second).await, Outcome::Skipped);
+    assert_eq!(s.inspect(&id).await["activeRevision"]["revision"], "r1");
+    assert_eq!(s.process(third).await, Outcome::Promoted);
+    assert_eq!(s.inspect(&id).await["activeRevision"]["revision"], "r3");
+}
+
+#[sqlx::test(migrations = "../migrations")]
+async fn concurrent_attempts_promote_once(pool: PgPool) {
+    let s = setup(pool).await;
+    let added = s.add("faq", &"A line of text about the office.\n\n".repeat(200)).await;
+    let revision = pending_of(&added);
+    let mut attempts = tokio::task::JoinSet::new();
+    for i in 0..4 {
+        let pool = s.app.pool.clone();
+        attempts.spawn(async move { process(&pool, revision, &processing(&format!("worker-{i}"))).await.unwrap() });
+    }
+    let outcomes = attempts.join_all().await;
+    assert_eq!(outcomes.iter().filter(|o| **o == Outcome::Promoted).count(), 1, "{outcomes:?}");
+    assert!(outcomes.iter().all(|o| matches!(o, Outcome::Promoted | Outcome::Skipped)));
+    let attempts: i32 =
+        sqlx::query_scalar("SELECT attempts FROM knowledge_revisions").fetch_one(&s.app.pool).await.unwrap();
+    assert_eq!(attempts, 1, "the others found it leased or done");
+}
+
+#[sqlx::test(migrations = "../migrations")]
+async fn a_revision_that_keeps_failing_its_worker_ends_failed(pool: PgPool) {
+    let s = setup(pool).await;
+    let added = s.add("faq", "Some content.").await;
+    let revision = pending_of(&added);
+    // Three attempts that each died without a word (their leases ran out).
+    sqlx::query("UPDATE knowledge_revisions SET attempts = 3, state = 'processing', lease_owner = 'gone', lease_until = now() - interval '1 second'")
+        .execute(&s.app.pool)
+        .await
+        .unwrap();
+    assert_eq!(s.process(revision).await, Outcome::Failed("internal"));
+    let source = s.inspect(added["id"].as_str().unwrap()).await;
+    assert_eq!(source["state"], "failed");
+    assert_eq!(source["pendingRevision"]["errorCode"], "internal");
+    assert_eq!(s.usage().await["knowledge_bytes"], 0, "its bytes are freed");
+}
+
+#[sqlx::test(migrations = "../migrations")]
+async fn past_the_deadline_a_revision_times_out(pool: PgPool) {
+    let s = setup(pool).await;
+    let added = s.add("faq", "Some content.").await;
+    let id = added["id"].as_str().unwrap().to_owned();
+    sqlx::query("UPDATE knowledge_revisions SET imported_at = now() - interval '1 hour'")
+        .execute(&s.app.pool)
+        .await
+        .unwrap();
+    let sweep =
+        svc_core::knowledge::Sweep { requeue_after: Duration::from_secs(30), deadline: Duration::from_secs(900) };
+    let swept = svc_core::knowledge::sweep(&s.app.pool, None, &sweep).await.unwrap();
+    assert_eq!((swept.ran, swept.timed_out), (true, 1));
+    let response = s.call("knowledge-sources/wait", json!({ "agentId": s.agent, "sourceId": id })).await;
+    let body = assert_problem(&response, 504, "processing_timeout");
+    assert_eq!(body["error"]["details"]["knowledgeSource"]["pendingRevision"]["errorCode"], "processing_timeout");
+}
+
+#[sqlx::test(migrations = "../migrations")]
+async fn content_digest_and_key_rules(pool: PgPool) {
+    let s = setup(pool).await;
+    // 750,000 bytes pass; 750,001 do not.
+    let exact = "a".repeat(750_000);
+    s.add("exact", &exact).await;
+    let over = "a".repeat(750_001);
+    let body = assert_problem(
+        &s.call("knowledge-sources/add", add_input(&s.agent, "over", &over)).await,
+        400,
+        "invalid_request",
+    );
+    assert_eq!(body["error"]["details"]["issues"][0]["path"], "/content");
+    // A digest that is not the content's stores nothing.
+    let mut wrong = add_input(&s.agent, "wrong", "content");
+    wrong["digest"] = json!(digest("other content"));
+    let body = assert_problem(&s.call("knowledge-sources/add", wrong).await, 400, "invalid_request");
+    assert_eq!(body["error"]["details"]["reason"], "digest_mismatch");
+    // A live key cannot be added twice.
+    let body = assert_problem(
+        &s.call("knowledge-sources/add", add_input(&s.agent, "exact", "x")).await,
+        400,
+        "invalid_request",
+    );
+    assert_eq!(body["error"]["details"]["reason"], "key_exists");
+    assert!(body["error"]["details"]["sourceId"].as_str().unwrap().starts_with("ks_"));
+    assert_eq!(s.app.count("SELECT count(*) FROM knowledge_sources").await, 1);
+    assert_eq!(s.app.count("SELECT count(*) FROM knowledge_revisions").await, 1);
+    // Bounds of the metadata: 160/161 key, 240/241 title.
+    for (field, ok, bad) in [("key", 160, 161), ("title", 240, 241), ("revision", 200, 201)] {
+        let mut input = add_input(&s.agent, &format!("bounds-{field}"), "x");
+        input[field] = json!("k".repeat(ok));
+        assert_ok("knowledge-sources/add", &s.call("knowledge-sources/add", input.clone()).await);
+        input[field] = json!("k".repeat(bad));
+        input["key"] = json!(format!("other-{field}"));
+        if field == "key" {
+            input["key"] = json!("k".repeat(bad));
+        }
+        assert_problem(&s.call("knowledge-sources/add", input).await, 400, "invalid_request");
+    }
+    // An unknown Agent, or another Workspace's, names nothing.
+    let (mallory, mallorys) = s.app.owner("mallory").await;
+    let theirs = s.app.agent(&mallory, &mallorys, "Theirs").await;
+    assert_problem(&s.call("knowledge-sources/add", add_input(&theirs, "x", "x")).await, 404, "resource_not_found");
+    assert_problem(
+        &s.call("knowledge-sources/list", json!({ "agentId": "agt_nope" })).await,
+        404,
+        "resource_not_found",
+    );
+}
+
+#[sqlx::test(migrations = "../migrations")]
+async fn bodies_over_eight_mib_are_refused_before_they_are_read(pool: PgPool) {
+    let s = setup(pool).await;
+    let content = "a".repeat(9 * 1024 * 1024);
+    let input = add_input(&s.agent, "huge", &content).to_string();
+    let auth = format!("Bearer {}", s.owner.token);
+    let response =
+        s.app.post_raw("knowledge-sources/add", &[("authorization", &auth), ("svc-workspace", &s.ws)], input).await;
+    let body = assert_problem(&response, 413, "invalid_request");
+    assert_eq!(body["error"]["details"]["limit"], 8 * 1024 * 1024);
+    // Over MCP, the same.
+    let arguments = add_input(&s.agent, "huge", &content);
+    let response = s.app.tool(&s.owner.token, Some(&s.ws), "svc_knowledge_source_add", arguments).await;
+    assert_problem(&response, 413, "invalid_request");
+    assert_eq!(s.app.count("SELECT count(*) FROM knowledge_sources").await, 0);
+}
+
+#[sqlx::test(migrations = "../migrations")]
+async fn limits_are_checked_and_usage_reported(pool: PgPool) {
+    let s = setup(pool).await;
+    svc_core::admin::plan_set(
+        &s.app.pool,
+        &s.ws,
+        "trial",
+        &["knowledge_sources=2".into(), "knowledge_bytes=100".into()],
+    )
+    .await
+    .unwrap();
+    let first = s.add("one", &"a".repeat(40)).await;
+    s.add("two", &"b".repeat(40)).await;
+    let body = assert_problem(
+        &s.call("knowledge-sources/add", add_input(&s.agent, "three", "c")).await,
+        403,
+        "limit_exceeded",
+    );
+    assert_eq!(
+        body["error"]["details"],
+        json!({ "limit": "knowledge_sources", "max": 2, "current": 2, "requested": 1 })
+    );
+    let usage = s.usage().await;
+    assert_eq!((usage["knowledge_sources"].clone(), usage["knowledge_bytes"].clone()), (json!(2), json!(80)));
+    // Bytes: a replace of 40 more would pass 100 while the first revision counts.
+    let id = first["id"].as_str().unwrap();
+    s.process(pending_of(&first)).await;
+    let body = assert_problem(
+        &s.call("knowledge-sources/replace", replace_input(&s.agent, id, "r2", &"d".repeat(21))).await,
+        403,
+        "limit_exceeded",
+    );
+    assert_eq!(
+        body["error"]["details"],
+        json!({ "limit": "knowledge_bytes", "max": 100, "current": 80, "requested": 21 })
+    );
+    assert_eq!(s.inspect(id).await["revision"], "r1", "nothing was written");
+    s.ok("knowledge-sources/replace", replace_input(&s.agent, id, "r2", &"d".repeat(20))).await;
+    assert_eq!(s.usage().await["knowledge_bytes"], 100, "both revisions count until the new one is active");
+    let candidate = pending_of(&s.inspect(id).await);
+    s.process(candidate).await;
+    assert_eq!(s.usage().await["knowledge_bytes"], 60, "the replaced revision is freed");
+}
+
+#[sqlx::test(migrations = "../migrations")]
+async fn deletion_needs_tombstone_prune_and_the_exact_id(pool: PgPool) {
+    let s = setup(pool).await;
+    let added = s.add("faq", "Something to forget.").await;
+    s.process(pending_of(&added)).await;
+    let id = added["id"].as_str().unwrap().to_owned();
+    let base = json!({ "agentId": s.agent, "sourceId": id, "tombstone": true, "prune": true, "confirm": id });
+    let mut cases = Vec::new();
+    for field in ["tombstone", "prune", "confirm"] {
+        let mut input = base.clone();
+        input.as_object_mut().unwrap().remove(field);
+        cases.push(input);
+    }
+    let mut wrong = base.clone();
+    wrong["confirm"] = json!(format!("{id}x"));
+    cases.push(wrong);
+    let mut not_prune = base.clone();
+    not_prune["prune"] = json!(false);
+    cases.push(not_prune);
+    for input in cases {
+        assert_problem(&s.call("knowledge-sources/delete", input).await, 428, "confirmation_required");
+    }
+    assert_eq!(s.inspect(&id).await["state"], "active");
+    let deleted = s.ok("knowledge-sources/delete", base).await;
+    assert_eq!(deleted, json!({ "sourceId": id, "deleted": true }));
+    assert_problem(
+        &s.call("knowledge-sources/inspect", json!({ "agentId": s.agent, "sourceId": id })).await,
+        404,
+        "resource_not_found",
+    );
+    let listed = s.ok("knowledge-sources/list", json!({ "agentId": s.agent })).await;
+    assert_eq!(listed["knowledgeSources"], json!([]));
+    assert_eq!(s.app.count("SELECT count(*) FROM knowledge_passages").await, 0, "it stops answering at once");
+    let usage = s.usage().await;
+    assert_eq!((usage["knowledge_sources"].clone(), usage["knowledge_bytes"].clone()), (json!(0), json!(0)));
+    // The key is free again.
+    s.add("faq", "New content.").await;
+}
+
+#[sqlx::test(migrations = "../migrations")]
+async fn deleting_an_agent_deletes_its_sources(pool: PgPool) {
+    let s = setup(pool).await;
+    let active = s.add("one", "Active content.").await;
+    s.process(pending_of(&active)).await;
+    let pending = s.add("two", "Pending content.").await;
+    s.ok("agents/delete", json!({ "agentId": s.agent, "confirm": true })).await;
+    let usage = s.usage().await;
+    assert_eq!((usage["knowledge_sources"].clone(), usage["knowledge_bytes"].clone()), (json!(0), json!(0)));
+    assert_eq!(s.app.count("SELECT count(*) FROM knowledge_passages").await, 0);
+    assert_eq!(s.process(pending_of(&pending)).await, Outcome::Skipped, "its late job finds nothing to do");
+}
+
+#[sqlx::test(migrations = "../migrations")]
+async fn lists_walk_every_source_once(pool: PgPool) {
+    let s = setup(pool).await;
+    let mut ids = Vec::new();
+    for i in 0..7 {
+        ids.push(s.add(&format!("k{i}"), &format!("content {i}")).await["id"].as_str().unwrap().to_owned());
+    }
+    let mut seen = Vec::new();
+    let mut cursor: Option<String> = None;
+    loop {
+        let mut input = json!({ "agentId": s.agent, "pageSize": 3 });
+        if let Some(c) = &cursor {
+            input["cursor"] = json!(c);
+        }
+        let response = s.call("knowledge-sources/list", input).await;
+        let body = response.json();
+        assert_ok("knowledge-sources/list", &response);
+        seen.extend(
+            body["data"]["knowledgeSources"].as_array().unwrap().iter().map(|k| k["id"].as_str().unwrap().to_owned()),
+        );
+        match body["meta"]["nextCursor"].as_str() {
+            Some(next) => cursor = Some(next.to_owned()),
+            None => break,
+        }
+    }
+    assert_eq!(seen, ids);
+    let body = assert_problem(
+        &s.call("knowledge-sources/list", json!({ "agentId": s.agent, "cursor": "bm90LWEtY3Vyc29y" })).await,
+        400,
+        "invalid_request",
+    );
+    assert_eq!(body["error"]["details"]["reason"], "invalid_cursor");
+}
+
+/// The same operations over MCP give the same results as over HTTP.
+#[sqlx::test(migrations = "../migrations")]
+async fn mcp_gives_the_same_results(pool: PgPool) {
+    let s = setup(pool).await;
+    let arguments = add_input(&s.agent, "faq", "Over MCP.");
+    let response = s.app.tool(&s.owner.token, Some(&s.ws), "svc_knowledge_source_add", arguments).await;
+    let result = &response.json()["result"];
+    assert_eq!(result["isError"], false, "{}", response.text());
+    let added = result["structuredContent"]["data"]["knowledgeSource"].clone();
+    assert_eq!(added["state"], "pending");
+    let id = added["id"].as_str().unwrap();
+    let over_http = s.inspect(id).await;
+    let inspect = json!({ "agentId": s.agent, "sourceId": id });
+    let response = s.app.tool(&s.owner.token, Some(&s.ws), "svc_knowledge_source_inspect", inspect).await;
+    assert_eq!(response.json()["result"]["structuredContent"]["data"]["knowledgeSource"], over_http);
+    let mut wrong = add_input(&s.agent, "bad", "x");
+    wrong["digest"] = json!(digest("y"));
+    let response = s.app.tool(&s.owner.token, Some(&s.ws), "svc_knowledge_source_add", wrong).await;
+    let result = &response.json()["result"];
+    assert_eq!(result["isError"], true);
+    assert_eq!(result["structuredContent"]["error"]["details"]["reason"], "digest_mismatch");
+}
+
+/// Every lookup by id or key hits an index with 10,000 sources in the Workspace.
+#[sqlx::test(migrations = "../migrations")]
+async fn lookups_use_indexes_at_ten_thousand_sources(pool: PgPool) {
+    let s = setup(pool).await;
+    let agent = svc_core::ids::AgentId::parse(&s.agent).unwrap().0;
+    sqlx::query(
+        "WITH new AS (SELECT gen_random_uuid() AS source, gen_random_uuid() AS revision, n FROM generate_series(1, 10000) n),
+              sources AS (INSERT INTO knowledge_sources (id, workspace_id, agent_id, key, latest_revision_id, active_revision_id)
+                          SELECT source, (SELECT workspace_id FROM agents WHERE id = $1), $1, 'key-' || n, revision, NULL FROM new)
+         INSERT INTO knowledge_revisions (id, source_id, workspace_id, agent_id, revision, digest, title, provenance_kind,
+                                          provenance_uri, required, content_bytes, state)
+         SELECT revision, source, (SELECT workspace_id FROM agents WHERE id = $1), $1, 'r', 'sha256:' || repeat('0', 64),
+                't', 'manual', 'u', true, 1, 'pending' FROM new",
+    )
+    .bind(agent)
+    .execute(&s.app.pool)
+    .await
+    .unwrap();
+    sqlx::query("ANALYZE").execute(&s.app.pool).await.unwrap();
+    let mut conn = s.app.pool.acquire().await.unwrap();
+    sqlx::query("SET plan_cache_mode = force_generic_plan").execute(&mut *conn).await.unwrap();
+    let statements = [
+        "PREPARE by_id(uuid, uuid, uuid) AS SELECT * FROM knowledge_source_view WHERE id = $1 AND workspace_id = $2 AND agent_id = $3",
+        "PREPARE by_key(uuid, text) AS SELECT id FROM knowledge_sources WHERE agent_id = $1 AND key = $2 AND deleted_at IS NULL",
+        "PREPARE page(uuid, uuid) AS SELECT * FROM knowledge_source_view WHERE agent_id = $1 AND id > $2 ORDER BY id LIMIT 51",
+    ];
+    for statement in statements {
+        sqlx::query(statement).execute(&mut *conn).await.unwrap();
+    }
+    let some = "00000000-0000-0000-0000-000000000000";
+    for explain in [
+        format!("EXPLAIN EXECUTE by_id('{some}', '{some}', '{agent}')"),
+        format!("EXPLAIN EXECUTE by_key('{agent}', 'key-77')"),
+        format!("EXPLAIN EXECUTE page('{agent}', '{some}')"),
+    ] {
+        let plan: Vec<String> =
+            sqlx::query_scalar(sqlx::AssertSqlSafe(explain.clone())).fetch_all(&mut *conn).await.unwrap();
+        let plan = plan.join("\n");
+        assert!(!plan.contains("Seq Scan"), "{explain}:\n{plan}");
+    }
+}

@@ -1,0 +1,426 @@
+//! Knowledge Sources: what the API writes and the workers process (contract §9).
+//!
+//! The API stores a revision `pending` in the caller's transaction and hands a
+//! job to the workers after the commit. A worker takes the revision for an
+//! attempt (counted here, with a lease it keeps renewing), verifies and splits
+//! the content, and in one transaction writes the passages and promotes the
+//! revision with a compare-and-set on the source's candidate: a newer candidate
+//! always wins, and a revision is never promoted twice. A failure marks the
+//! revision `failed` and never touches the active one. The sweeper re-sends
+//! work nobody holds and fails work past its deadline.
+//!
+//! Usage (`knowledge_bytes`) counts the content of revisions that are pending,
+//! processing or active: every change of a revision's state in or out of those
+//! adjusts it in the same transaction.
+
+pub mod passages;
+mod process;
+mod sweep;
+
+pub use process::{Outcome, Processing, process};
+pub use sweep::{Sweep, sweep};
+
+use sqlx::PgConnection;
+use svc_contract::knowledge::{KnowledgeSource, Provenance, Revision, SourceState};
+use svc_contract::{Problem, ProblemCode};
+use time::OffsetDateTime;
+
+use crate::entitlements::{Entitlement, LimitKey};
+use crate::error::Result;
+use crate::ids::{AgentId, RevisionId, SourceId, WorkspaceId};
+use crate::jobs::Job;
+use crate::store::knowledge::{HeldSource, NewRevision, RevisionFacts, SourceRow};
+use crate::store::types::{StoredProvenanceKind, StoredRevisionState};
+use crate::store::usage::Delta;
+use crate::store::{self};
+use crate::timestamp::millis;
+
+/// Revision error codes (contract §9).
+pub mod error_code {
+    pub const DIGEST_MISMATCH: &str = "digest_mismatch";
+    pub const EMPTY_CONTENT: &str = "empty_content";
+    pub const PROCESSING_TIMEOUT: &str = "processing_timeout";
+    pub const SUPERSEDED: &str = "superseded";
+    pub const INTERNAL: &str = "internal";
+}
+
+/// The state a source shows, from its revisions: `replacing` while a candidate
+/// is unfinished beside an active revision, the candidate's state while there
+/// is none, `active` with an active revision otherwise (a failed candidate
+/// beside it included), and `failed` when nothing ever became active.
+pub fn source_state(active: bool, candidate: Option<StoredRevisionState>) -> SourceState {
+    match (active, candidate) {
+        (true, Some(StoredRevisionState::Pending | StoredRevisionState::Processing)) => SourceState::Replacing,
+        (false, Some(StoredRevisionState::Pending)) => SourceState::Pending,
+        (false, Some(StoredRevisionState::Processing)) => SourceState::Processing,
+        (true, _) => SourceState::Active,
+        (false, _) => SourceState::Failed,
+    }
+}
+
+fn revision(
+    id: Option<RevisionId>,
+    revision: Option<String>,
+    digest: Option<String>,
+    state: Option<StoredRevisionState>,
+    imported_at: Option<OffsetDateTime>,
+    error_code: Option<String>,
+) -> Option<Revision> {
+    Some(Revision {
+        id: id?.to_string(),
+        revision: revision?,
+        digest: digest?,
+        state: state?.shown()?,
+        imported_at: millis(imported_at?),
+        error_code,
+    })
+}
+
+impl From<SourceRow> for KnowledgeSource {
+    fn from(row: SourceRow) -> Self {
+        let state = source_state(row.active_id.is_some(), row.candidate_state);
+        KnowledgeSource {
+            id: row.id.to_string(),
+            workspace_id: row.workspace_id.to_string(),
+            agent_id: row.agent_id.to_string(),
+            key: row.key,
+            title: row.title,
+            provenance: Provenance { kind: row.provenance_kind.into(), uri: row.provenance_uri },
+            revision: row.revision,
+            digest: row.digest,
+            required: row.required,
+            imported_at: millis(row.imported_at),
+            state,
+            active_revision: revision(
+                row.active_id,
+                row.active_revision,
+                row.active_digest,
+                row.active_state,
+                row.active_imported_at,
+                row.active_error_code,
+            ),
+            pending_revision: revision(
+                row.candidate_id,
+                row.candidate_revision,
+                row.candidate_digest,
+                row.candidate_state,
+                row.candidate_imported_at,
+                row.candidate_error_code,
+            ),
+        }
+    }
+}
+
+/// Reviewed content with its metadata, as add, replace and reconcile submit it.
+#[derive(Clone, Copy, Debug)]
+pub struct Submission<'a> {
+    pub title: &'a str,
+    pub provenance: &'a Provenance,
+    pub revision: &'a str,
+    pub digest: &'a str,
+    pub required: bool,
+    pub content: &'a str,
+}
+
+impl Submission<'_> {
+    /// `digest_mismatch` unless the digest is that of the content, checked
+    /// before anything is stored.
+    pub fn verify(&self) -> Result<(), Problem> {
+        let actual = svc_contract::digest::sha256_prefixed(self.content.as_bytes());
+        if actual == self.digest {
+            return Ok(());
+        }
+        Err(Problem::invalid("digest_mismatch", "`digest` is not the SHA-256 of `content`.")
+            .with_detail("expected", actual))
+    }
+
+    /// Whether this submission says the same as a stored revision (a replace or
+    /// reconcile that changes nothing).
+    pub fn matches(&self, stored: &RevisionFacts) -> bool {
+        stored.digest == self.digest
+            && stored.title == self.title
+            && stored.revision == self.revision
+            && stored.required == self.required
+            && stored.provenance_kind == StoredProvenanceKind::from(self.provenance.kind)
+            && stored.provenance_uri == self.provenance.uri
+    }
+
+    fn bytes(&self) -> i64 {
+        self.content.len() as i64
+    }
+
+    fn new_revision(
+        &self,
+        id: RevisionId,
+        source: SourceId,
+        workspace: WorkspaceId,
+        agent: AgentId,
+    ) -> NewRevision<'_> {
+        NewRevision {
+            id,
+            source_id: source,
+            workspace_id: workspace,
+            agent_id: agent,
+            revision: self.revision,
+            digest: self.digest,
+            title: self.title,
+            provenance_kind: self.provenance.kind.into(),
+            provenance_uri: &self.provenance.uri,
+            required: self.required,
+            content: self.content,
+        }
+    }
+}
+
+/// The Workspace a knowledge write acts on, with the Entitlement its limits
+/// come from.
+#[derive(Clone, Copy)]
+pub struct Scope<'a> {
+    pub workspace: WorkspaceId,
+    pub agent: AgentId,
+    pub entitlement: &'a Entitlement,
+}
+
+fn agent_not_found() -> Problem {
+    Problem::not_found("Agent")
+}
+
+fn source_not_found() -> Problem {
+    Problem::not_found("Knowledge Source")
+}
+
+/// Makes sure the Agent is live, and keeps it so until the transaction ends.
+async fn hold_agent(conn: &mut PgConnection, scope: Scope<'_>) -> Result<()> {
+    if store::agents::hold(conn, scope.workspace, scope.agent).await? { Ok(()) } else { Err(agent_not_found().into()) }
+}
+
+/// knowledge_source.add: a new source with a pending revision, within the
+/// `knowledge_sources` and `knowledge_bytes` limits.
+pub async fn add(
+    conn: &mut PgConnection,
+    scope: Scope<'_>,
+    key: &str,
+    submission: Submission<'_>,
+) -> Result<(SourceId, Job)> {
+    submission.verify()?;
+    if store::agents::get(conn, scope.workspace, scope.agent).await?.is_none() {
+        return Err(agent_not_found().into());
+    }
+    let wanted = Delta::of(LimitKey::KnowledgeSources, 1).and(Delta::of(LimitKey::KnowledgeBytes, submission.bytes()));
+    crate::entitlements::reserve(conn, scope.workspace, scope.entitlement, &wanted).await?;
+    hold_agent(conn, scope).await?;
+    let (source, revision) = (SourceId::new(), RevisionId::new());
+    if !store::knowledge::insert_source(conn, source, scope.workspace, scope.agent, key, revision).await? {
+        let existing = store::knowledge::id_by_key(conn, scope.agent, key).await?;
+        let mut problem =
+            Problem::invalid("key_exists", "A live source of this Agent already has this key.").with_detail("key", key);
+        if let Some(existing) = existing {
+            problem = problem.with_detail("sourceId", existing.to_string());
+        }
+        return Err(problem.into());
+    }
+    store::knowledge::insert_revision(conn, &submission.new_revision(revision, source, scope.workspace, scope.agent))
+        .await?;
+    Ok((source, Job::ProcessRevision { revision }))
+}
+
+/// What a replace did.
+pub enum Replaced {
+    /// A new candidate, to be processed.
+    Candidate(Job),
+    /// The submission equals the latest revision, which is active or still to
+    /// be processed: nothing changed.
+    Unchanged,
+}
+
+/// knowledge_source.replace: a new candidate beside the active revision. An
+/// unfinished candidate it supersedes is failed (`superseded`) and its bytes
+/// freed before the `knowledge_bytes` limit is checked for the new one.
+pub async fn replace(
+    conn: &mut PgConnection,
+    scope: Scope<'_>,
+    source: SourceId,
+    submission: Submission<'_>,
+) -> Result<Replaced> {
+    submission.verify()?;
+    store::usage::lock(conn, scope.workspace).await?;
+    let held =
+        store::knowledge::lock(conn, scope.workspace, scope.agent, source).await?.ok_or_else(source_not_found)?;
+    replace_held(conn, scope, &held, submission).await
+}
+
+/// [`replace`] for a source already locked (reconcile applies many).
+pub async fn replace_held(
+    conn: &mut PgConnection,
+    scope: Scope<'_>,
+    held: &HeldSource,
+    submission: Submission<'_>,
+) -> Result<Replaced> {
+    if submission.matches(&held.latest) && held.latest.state.holds_content() {
+        return Ok(Replaced::Unchanged);
+    }
+    if let Some(candidate) = &held.candidate
+        && candidate.state.is_unfinished()
+        && let Some((_, bytes)) = store::knowledge::fail(conn, candidate.id, error_code::SUPERSEDED).await?
+    {
+        store::usage::adjust(conn, scope.workspace, &Delta::of(LimitKey::KnowledgeBytes, -bytes)).await?;
+    }
+    crate::entitlements::reserve(
+        conn,
+        scope.workspace,
+        scope.entitlement,
+        &Delta::of(LimitKey::KnowledgeBytes, submission.bytes()),
+    )
+    .await?;
+    let revision = RevisionId::new();
+    store::knowledge::insert_revision(conn, &submission.new_revision(revision, held.id, scope.workspace, scope.agent))
+        .await?;
+    store::knowledge::set_candidate(conn, held.id, revision).await?;
+    Ok(Replaced::Candidate(Job::ProcessRevision { revision }))
+}
+
+/// knowledge_source.delete: the source stops answering at once and is gone
+/// from list and inspect; an unfinished candidate is failed, and its usage freed.
+pub async fn delete(conn: &mut PgConnection, scope: Scope<'_>, source: SourceId) -> Result<()> {
+    store::usage::lock(conn, scope.workspace).await?;
+    let held =
+        store::knowledge::lock(conn, scope.workspace, scope.agent, source).await?.ok_or_else(source_not_found)?;
+    delete_held(conn, scope, &held).await
+}
+
+/// [`delete`] for a source already locked.
+pub async fn delete_held(conn: &mut PgConnection, scope: Scope<'_>, held: &HeldSource) -> Result<()> {
+    let mut freed = 0;
+    if let Some(candidate) = &held.candidate
+        && candidate.state.is_unfinished()
+        && let Some((_, bytes)) = store::knowledge::fail(conn, candidate.id, error_code::SUPERSEDED).await?
+    {
+        freed += bytes;
+    }
+    if let Some(active) = &held.active {
+        freed += store::knowledge::retire(conn, active.id).await?;
+    }
+    store::knowledge::delete_source(conn, held.id).await?;
+    let delta = Delta::of(LimitKey::KnowledgeSources, -1).and(Delta::of(LimitKey::KnowledgeBytes, -freed));
+    store::usage::adjust(conn, scope.workspace, &delta).await?;
+    Ok(())
+}
+
+/// Deletes every live source of an Agent being deleted, freeing their usage.
+/// The caller holds the Workspace's usage row.
+pub async fn delete_all_of(conn: &mut PgConnection, workspace: WorkspaceId, agent: AgentId) -> Result<()> {
+    let (sources, freed) = store::knowledge::delete_all_of(conn, agent).await?;
+    let delta = Delta::of(LimitKey::KnowledgeSources, -sources).and(Delta::of(LimitKey::KnowledgeBytes, -freed));
+    store::usage::adjust(conn, workspace, &delta).await?;
+    Ok(())
+}
+
+/// A source as knowledge_source.wait reports it.
+pub struct Waited {
+    pub source: KnowledgeSource,
+    /// No revision is pending or processing.
+    pub terminal: bool,
+}
+
+/// knowledge_source.wait: a plain read. `processing_failed` (422) when the
+/// latest revision failed, `processing_timeout` (504) when it ran past the
+/// processing deadline, each with the source in `details.knowledgeSource`.
+/// (A candidate, when there is one, is always the latest revision.)
+pub fn waited(row: SourceRow) -> Result<Waited, Problem> {
+    let latest_failed = row.candidate_state == Some(StoredRevisionState::Failed);
+    let error_code = row.candidate_error_code.clone();
+    let terminal = !row.candidate_state.is_some_and(StoredRevisionState::is_unfinished);
+    let source = KnowledgeSource::from(row);
+    if latest_failed {
+        let details = serde_json::to_value(&source).unwrap_or_default();
+        let problem = if error_code.as_deref() == Some(error_code::PROCESSING_TIMEOUT) {
+            Problem::new(ProblemCode::ProcessingTimeout, "Processing of the latest revision did not finish in time.")
+        } else {
+            Problem::new(ProblemCode::ProcessingFailed, "Processing of the latest revision failed.")
+        };
+        return Err(problem
+            .with_detail("errorCode", error_code.unwrap_or_default())
+            .with_detail("knowledgeSource", details));
+    }
+    Ok(Waited { source, terminal })
+}
+
+/// When to ask again: from 100 ms with an empty queue up to 5 s as it grows.
+pub fn retry_after_ms(backlog: i64) -> u64 {
+    (100 + 50 * backlog.max(0) as u64).min(5_000)
+}
+
+/// The number of unfinished revisions, as `wait` reports it on every call: read
+/// from PostgreSQL at most once a second, by whichever call finds it stale.
+pub struct Backlog {
+    count: std::sync::atomic::AtomicI64,
+    /// Milliseconds since `epoch` of the last read.
+    read_at: std::sync::atomic::AtomicU64,
+    epoch: std::time::Instant,
+}
+
+impl Default for Backlog {
+    fn default() -> Self {
+        Self {
+            count: std::sync::atomic::AtomicI64::new(0),
+            read_at: std::sync::atomic::AtomicU64::new(0),
+            epoch: std::time::Instant::now(),
+        }
+    }
+}
+
+impl Backlog {
+    const FRESH_MS: u64 = 1_000;
+
+    pub async fn get(&self, conn: &mut PgConnection) -> i64 {
+        use std::sync::atomic::Ordering::Relaxed;
+        let now = self.epoch.elapsed().as_millis() as u64 + Self::FRESH_MS;
+        let read_at = self.read_at.load(Relaxed);
+        // One caller per second wins the right to read; the others use the figure.
+        if now - read_at >= Self::FRESH_MS && self.read_at.compare_exchange(read_at, now, Relaxed, Relaxed).is_ok() {
+            match store::knowledge::backlog(conn).await {
+                Ok((count, _)) => self.count.store(count, Relaxed),
+                Err(error) => tracing::warn!(%error, "could not read the backlog"),
+            }
+        }
+        self.count.load(Relaxed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::StoredRevisionState::*;
+    use super::*;
+
+    #[test]
+    fn source_states_follow_their_revisions() {
+        assert_eq!(source_state(false, Some(Pending)), SourceState::Pending);
+        assert_eq!(source_state(false, Some(Processing)), SourceState::Processing);
+        assert_eq!(source_state(false, Some(Failed)), SourceState::Failed);
+        assert_eq!(source_state(true, Some(Pending)), SourceState::Replacing);
+        assert_eq!(source_state(true, Some(Processing)), SourceState::Replacing);
+        assert_eq!(source_state(true, Some(Failed)), SourceState::Active, "the last good revision still answers");
+        assert_eq!(source_state(true, None), SourceState::Active);
+    }
+
+    #[test]
+    fn retry_hints_grow_with_the_queue_within_bounds() {
+        assert_eq!(retry_after_ms(0), 100);
+        assert!(retry_after_ms(10) > retry_after_ms(1));
+        assert_eq!(retry_after_ms(1_000_000), 5_000);
+        assert_eq!(retry_after_ms(-3), 100);
+    }
+
+    #[test]
+    fn digests_are_checked_against_the_content() {
+        let provenance = Provenance { kind: svc_contract::knowledge::ProvenanceKind::Manual, uri: "u".into() };
+        let content = "Hello";
+        let digest = svc_contract::digest::sha256_prefixed(content.as_bytes());
+        let good =
+            Submission { title: "t", provenance: &provenance, revision: "1", digest: &digest, required: true, content };
+        assert!(good.verify().is_ok());
+        let bad = Submission { content: "Hello!", ..good };
+        let problem = bad.verify().unwrap_err();
+        assert_eq!(problem.details.unwrap()["reason"], "digest_mismatch");
+    }
+}

@@ -1,0 +1,245 @@
+//! Processing one revision: what a worker does with a `ProcessRevision` job.
+//!
+//! Safe to run twice, late, or beside another worker on the same revision:
+//! - an attempt starts only on a revision still unfinished and not leased by a
+//!   live worker, and counts itself in PostgreSQL: past `max_attempts` (a
+//!   revision that keeps crashing its worker) the revision fails `internal`;
+//! - the lease is renewed while the attempt runs, so a worker that dies (or
+//!   freezes) loses it within `lease`, and another attempt can start;
+//! - passages and the promotion commit together, and only if this worker still
+//!   holds the lease and the revision is still the source's candidate: a newer
+//!   candidate always wins, and nothing is promoted twice.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use sqlx::{Connection, PgPool};
+use tokio::sync::Notify;
+
+use super::{error_code, passages};
+use crate::entitlements::LimitKey;
+use crate::error::{Error, Result};
+use crate::ids::RevisionId;
+use crate::store::knowledge::{Material, Passages};
+use crate::store::types::StoredRevisionState;
+use crate::store::usage::Delta;
+use crate::store::{self};
+
+/// How a worker processes revisions.
+#[derive(Clone, Debug)]
+pub struct Processing {
+    /// This worker's name (unique per process).
+    pub worker: String,
+    /// How long an attempt holds its revision without renewing.
+    pub lease: Duration,
+    /// Attempts before a revision fails `internal`.
+    pub max_attempts: i32,
+    /// Age at which an unfinished revision fails `processing_timeout`.
+    pub deadline: Duration,
+}
+
+/// What one job did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// The revision became active.
+    Promoted,
+    /// The revision failed with this error code.
+    Failed(&'static str),
+    /// Nothing to do: the revision is finished, another worker holds it, or a
+    /// newer candidate took its place.
+    Skipped,
+}
+
+/// Processes `revision` once (see the module documentation). An `Err` is a
+/// transient failure (database down): the attempt, if one started, is given up
+/// and the job may run again.
+pub async fn process(pool: &PgPool, revision: RevisionId, processing: &Processing) -> Result<Outcome> {
+    match begin(pool, revision, processing).await? {
+        Begin::Skip => return Ok(Outcome::Skipped),
+        Begin::Fail(code) => return fail(pool, revision, code).await,
+        Begin::Attempt => {}
+    }
+    let renewing = Lease::keep(pool.clone(), revision, processing);
+    let result = attempt(pool, revision, processing).await;
+    renewing.stop().await;
+    match result {
+        Ok(outcome) => Ok(outcome),
+        Err(error) => {
+            // Give the lease up at once so the next job need not wait it out.
+            if let Ok(mut conn) = pool.acquire().await {
+                let _ = store::knowledge::release_lease(&mut conn, revision, &processing.worker).await;
+            }
+            Err(error)
+        }
+    }
+}
+
+enum Begin {
+    Attempt,
+    Skip,
+    Fail(&'static str),
+}
+
+/// Starts an attempt, or says why not.
+async fn begin(pool: &PgPool, revision: RevisionId, processing: &Processing) -> Result<Begin> {
+    let mut conn = pool.acquire().await?;
+    let mut tx = conn.begin().await?;
+    let deadline = processing.deadline.as_secs_f64();
+    let Some(job) = store::knowledge::lock_job(&mut tx, revision, &processing.worker, deadline).await? else {
+        tx.rollback().await?;
+        return Ok(Begin::Skip);
+    };
+    let decision = if !job.state.is_unfinished() || job.leased_by_other {
+        Begin::Skip
+    } else if job.overdue {
+        Begin::Fail(error_code::PROCESSING_TIMEOUT)
+    } else if job.attempts >= processing.max_attempts {
+        Begin::Fail(error_code::INTERNAL)
+    } else {
+        store::knowledge::start_attempt(&mut tx, revision, &processing.worker, processing.lease.as_secs_f64()).await?;
+        Begin::Attempt
+    };
+    tx.commit().await?;
+    Ok(decision)
+}
+
+/// One attempt on a revision this worker holds.
+async fn attempt(pool: &PgPool, revision: RevisionId, processing: &Processing) -> Result<Outcome> {
+    let material = {
+        let mut conn = pool.acquire().await?;
+        store::knowledge::material(&mut conn, revision).await?.ok_or_else(|| Error::internal("revision vanished"))?
+    };
+    let Some(content) = material.content.as_deref() else {
+        // Its content was dropped: it was failed or replaced meanwhile.
+        return Ok(Outcome::Skipped);
+    };
+    if svc_contract::digest::sha256_prefixed(content.as_bytes()) != material.digest {
+        return fail(pool, revision, error_code::DIGEST_MISMATCH).await;
+    }
+    let split = passages::split(content);
+    let (headings, bodies) = split.into_iter().map(|p| (p.heading, p.body)).unzip();
+    match promote(pool, revision, processing, &material, headings, bodies).await? {
+        Promotion::Done => Ok(Outcome::Promoted),
+        Promotion::Empty => fail(pool, revision, error_code::EMPTY_CONTENT).await,
+        Promotion::Lost => Ok(Outcome::Skipped),
+        Promotion::Superseded => fail(pool, revision, error_code::SUPERSEDED).await.map(|_| Outcome::Skipped),
+    }
+}
+
+enum Promotion {
+    Done,
+    /// Nothing indexable.
+    Empty,
+    /// This worker no longer holds the revision.
+    Lost,
+    /// The source's candidate is another revision now (or the source is gone).
+    Superseded,
+}
+
+/// Writes the passages and promotes the revision, all in one transaction. Locks
+/// follow the store's order: the Workspace's usage row, the source, then
+/// revisions.
+async fn promote(
+    pool: &PgPool,
+    revision: RevisionId,
+    processing: &Processing,
+    material: &Material,
+    headings: Vec<Option<String>>,
+    bodies: Vec<String>,
+) -> Result<Promotion> {
+    let mut conn = pool.acquire().await?;
+    let mut tx = conn.begin().await?;
+    let passages = Passages {
+        revision,
+        source: material.source_id,
+        agent: material.agent_id,
+        language: material.language,
+        title: &material.title,
+        headings,
+        bodies,
+    };
+    let (indexed, tokens) = store::knowledge::index(&mut tx, &passages).await?;
+    if indexed == 0 {
+        tx.rollback().await?;
+        return Ok(Promotion::Empty);
+    }
+    store::usage::lock(&mut tx, material.workspace_id).await?;
+    let Some(previous) = store::knowledge::active_of(&mut tx, material.source_id).await? else {
+        tx.rollback().await?;
+        return Ok(Promotion::Superseded);
+    };
+    if !store::knowledge::promote(&mut tx, material.source_id, revision, previous).await? {
+        tx.rollback().await?;
+        return Ok(Promotion::Superseded);
+    }
+    let worker = &processing.worker;
+    if !store::knowledge::activate(&mut tx, revision, worker, material.language, indexed, tokens).await? {
+        tx.rollback().await?;
+        return Ok(Promotion::Lost);
+    }
+    if let Some(previous) = previous {
+        let freed = store::knowledge::retire(&mut tx, previous).await?;
+        store::usage::adjust(&mut tx, material.workspace_id, &Delta::of(LimitKey::KnowledgeBytes, -freed)).await?;
+    }
+    tx.commit().await?;
+    Ok(Promotion::Done)
+}
+
+/// Fails an unfinished revision with `code`, freeing its bytes; the active
+/// revision is untouched. A revision finished meanwhile stays as it is.
+pub async fn fail(pool: &PgPool, revision: RevisionId, code: &'static str) -> Result<Outcome> {
+    let mut conn = pool.acquire().await?;
+    let mut tx = conn.begin().await?;
+    let Some(workspace) = store::knowledge::workspace_of(&mut tx, revision).await? else {
+        tx.rollback().await?;
+        return Ok(Outcome::Skipped);
+    };
+    store::usage::lock(&mut tx, workspace).await?;
+    let Some((_, bytes)) = store::knowledge::fail(&mut tx, revision, code).await? else {
+        tx.rollback().await?;
+        return Ok(Outcome::Skipped);
+    };
+    store::usage::adjust(&mut tx, workspace, &Delta::of(LimitKey::KnowledgeBytes, -bytes)).await?;
+    tx.commit().await?;
+    debug_assert!(StoredRevisionState::Processing.can_become(StoredRevisionState::Failed));
+    Ok(Outcome::Failed(code))
+}
+
+/// Renews an attempt's lease in the background until stopped.
+struct Lease {
+    stop: Arc<Notify>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Lease {
+    fn keep(pool: PgPool, revision: RevisionId, processing: &Processing) -> Self {
+        let stop = Arc::new(Notify::new());
+        let (worker, lease) = (processing.worker.clone(), processing.lease);
+        let stopped = stop.clone();
+        let task = tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    () = stopped.notified() => return,
+                    () = tokio::time::sleep(lease / 3) => {}
+                }
+                let renewed = match pool.acquire().await {
+                    Ok(mut conn) => {
+                        store::knowledge::renew_lease(&mut conn, revision, &worker, lease.as_secs_f64()).await
+                    }
+                    Err(error) => Err(error),
+                };
+                match renewed {
+                    Ok(true) => {}
+                    Ok(false) => return,
+                    Err(error) => tracing::warn!(%error, %revision, "could not renew a lease"),
+                }
+            }
+        });
+        Self { stop, task }
+    }
+
+    async fn stop(self) {
+        self.stop.notify_one();
+        let _ = self.task.await;
+    }
+}

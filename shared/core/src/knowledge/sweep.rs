@@ -1,0 +1,77 @@
+//! The sweeper: nothing accepted is lost or stuck.
+//!
+//! Jobs live in Redis and can be lost (Redis flushed, an enqueue that failed
+//! after its commit) or held by a worker that died. PostgreSQL knows what is
+//! unfinished, so the sweeper, run by every worker but by one at a time across
+//! them, re-sends a job for every unfinished revision that nobody holds and
+//! whose last job is older than `requeue_after`, and fails every revision past
+//! the processing deadline (`processing_timeout`).
+
+use std::time::Duration;
+
+use sqlx::PgPool;
+
+use super::{error_code, process};
+use crate::error::Result;
+use crate::jobs::{Job, Queue};
+use crate::store;
+
+/// How the sweeper works.
+#[derive(Clone, Debug)]
+pub struct Sweep {
+    /// Age of an unfinished revision's last job at which it is sent again.
+    pub requeue_after: Duration,
+    /// Age at which an unfinished revision fails `processing_timeout`.
+    pub deadline: Duration,
+}
+
+/// What one sweep did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Swept {
+    /// Whether this process swept (another was sweeping otherwise).
+    pub ran: bool,
+    pub timed_out: usize,
+    pub requeued: usize,
+    pub purged: u64,
+}
+
+/// Revisions handled per statement.
+const BATCH: i64 = 500;
+
+/// Sweeps once, unless another process is sweeping.
+pub async fn sweep(pool: &PgPool, queue: Option<&Queue>, settings: &Sweep) -> Result<Swept> {
+    // Held on a connection of its own for the sweep: if this process dies, the
+    // connection closes and the lock is released with it.
+    let mut turn = pool.acquire().await?;
+    let key = store::advisory::key(&[b"sweeper"]);
+    if !store::advisory::try_session_lock(&mut turn, key).await? {
+        return Ok(Swept::default());
+    }
+    let result = sweep_held(pool, queue, settings).await;
+    let _ = store::advisory::session_unlock(&mut turn, key).await;
+    result
+}
+
+async fn sweep_held(pool: &PgPool, queue: Option<&Queue>, settings: &Sweep) -> Result<Swept> {
+    let mut swept = Swept { ran: true, ..Swept::default() };
+    let mut conn = pool.acquire().await?;
+    let overdue = store::knowledge::overdue(&mut conn, settings.deadline.as_secs_f64(), BATCH).await?;
+    drop(conn);
+    for revision in overdue {
+        if process::fail(pool, revision, error_code::PROCESSING_TIMEOUT).await? != super::Outcome::Skipped {
+            swept.timed_out += 1;
+        }
+    }
+    if let Some(queue) = queue {
+        let mut conn = pool.acquire().await?;
+        let stale = store::knowledge::take_stale(&mut conn, settings.requeue_after.as_secs_f64(), BATCH).await?;
+        drop(conn);
+        let jobs: Vec<Job> = stale.into_iter().map(|revision| Job::ProcessRevision { revision }).collect();
+        if !jobs.is_empty() {
+            queue.push_all(&jobs).await.map_err(|e| crate::error::Error::internal(format!("requeue: {e}")))?;
+            swept.requeued = jobs.len();
+        }
+    }
+    swept.purged = crate::housekeeping::purge_idempotency_records(pool).await?;
+    Ok(swept)
+}

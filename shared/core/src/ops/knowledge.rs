@@ -1,0 +1,173 @@
+//! knowledge_source.list, .inspect, .add, .wait, .replace, .delete
+//! (reconcile has its own module).
+
+use sqlx::PgConnection;
+use svc_contract::Problem;
+use svc_contract::operations::knowledge_source::{
+    AddInput, DeleteInput, DeleteOutput, KnowledgeSourceOutput, ListInput, ListOutput, ReplaceInput, SourceInput,
+    WaitOutput,
+};
+use svc_contract::schema::True;
+
+use super::{Ctx, Done, Handler, Lock, Page};
+use crate::error::Result;
+use crate::ids::{AgentId, SourceId};
+use crate::knowledge::{self, Replaced, Scope, Submission};
+use crate::{cursor, store};
+
+fn agent_not_found() -> Problem {
+    Problem::not_found("Agent")
+}
+
+fn source_not_found() -> Problem {
+    Problem::not_found("Knowledge Source")
+}
+
+/// The Agent an input names; an id that cannot be one names nothing.
+fn agent_id(text: &str) -> Result<AgentId> {
+    AgentId::parse(text).ok_or_else(|| agent_not_found().into())
+}
+
+fn source_id(text: &str) -> Result<SourceId> {
+    SourceId::parse(text).ok_or_else(|| source_not_found().into())
+}
+
+/// Where a write acts, with the Entitlement read under the Workspace's lock.
+fn scope<'a>(ctx: &'a Ctx<'_>, agent: AgentId) -> Result<Scope<'a>> {
+    let ws = ctx.workspace()?;
+    Ok(Scope { workspace: ws.id, agent, entitlement: ctx.held.as_ref().unwrap_or(&ws.entitlement) })
+}
+
+/// The source as this call's transaction sees it.
+async fn read_back(
+    ctx: &Ctx<'_>,
+    conn: &mut PgConnection,
+    agent: AgentId,
+    id: SourceId,
+) -> Result<KnowledgeSourceOutput> {
+    let row = store::knowledge::get(conn, ctx.workspace()?.id, agent, id).await?.ok_or_else(source_not_found)?;
+    Ok(KnowledgeSourceOutput { knowledge_source: row.into() })
+}
+
+pub(crate) struct List;
+
+impl Handler for List {
+    type Input = ListInput;
+    type Output = Page<ListOutput>;
+
+    async fn handle(ctx: &Ctx<'_>, conn: &mut PgConnection, input: ListInput) -> Result<Done<Self::Output>> {
+        let agent = agent_id(&input.agent_id)?;
+        let after = input.cursor.as_deref().map(|c| cursor::decode("knowledge_sources", c)).transpose()?;
+        if store::agents::get(conn, ctx.workspace()?.id, agent).await?.is_none() {
+            return Err(agent_not_found().into());
+        }
+        let rows = store::knowledge::list(conn, agent, after, i64::from(input.page_size) + 1).await?;
+        let (rows, next_cursor) = cursor::page(rows, input.page_size, "knowledge_sources", |row| row.id.0);
+        let knowledge_sources = rows.into_iter().map(Into::into).collect();
+        Ok(Page { data: ListOutput { knowledge_sources }, next_cursor }.into())
+    }
+}
+
+pub(crate) struct Inspect;
+
+impl Handler for Inspect {
+    type Input = SourceInput;
+    type Output = KnowledgeSourceOutput;
+
+    async fn handle(ctx: &Ctx<'_>, conn: &mut PgConnection, input: SourceInput) -> Result<Done<Self::Output>> {
+        let (agent, source) = (agent_id(&input.agent_id)?, source_id(&input.source_id)?);
+        Ok(read_back(ctx, conn, agent, source).await?.into())
+    }
+}
+
+pub(crate) struct Add;
+
+impl Handler for Add {
+    type Input = AddInput;
+    type Output = KnowledgeSourceOutput;
+
+    const LOCK: Lock = Lock::Limited;
+
+    async fn handle(ctx: &Ctx<'_>, conn: &mut PgConnection, input: AddInput) -> Result<Done<Self::Output>> {
+        let agent = agent_id(&input.agent_id)?;
+        let submission = Submission {
+            title: &input.title,
+            provenance: &input.provenance,
+            revision: &input.revision,
+            digest: &input.digest,
+            required: input.required,
+            content: &input.content,
+        };
+        let (source, job) = knowledge::add(conn, scope(ctx, agent)?, &input.key, submission).await?;
+        Ok(Done { output: read_back(ctx, conn, agent, source).await?, jobs: vec![job] })
+    }
+}
+
+pub(crate) struct Wait;
+
+impl Handler for Wait {
+    type Input = SourceInput;
+    type Output = WaitOutput;
+
+    async fn handle(ctx: &Ctx<'_>, conn: &mut PgConnection, input: SourceInput) -> Result<Done<Self::Output>> {
+        let (agent, source) = (agent_id(&input.agent_id)?, source_id(&input.source_id)?);
+        let row =
+            store::knowledge::get(conn, ctx.workspace()?.id, agent, source).await?.ok_or_else(source_not_found)?;
+        let waited = knowledge::waited(row)?;
+        let retry_after_ms =
+            if waited.terminal { None } else { Some(knowledge::retry_after_ms(ctx.service.backlog(conn).await)) };
+        Ok(WaitOutput { knowledge_source: waited.source, terminal: waited.terminal, retry_after_ms }.into())
+    }
+}
+
+pub(crate) struct Replace;
+
+impl Handler for Replace {
+    type Input = ReplaceInput;
+    type Output = KnowledgeSourceOutput;
+
+    const LOCK: Lock = Lock::Limited;
+
+    async fn handle(ctx: &Ctx<'_>, conn: &mut PgConnection, input: ReplaceInput) -> Result<Done<Self::Output>> {
+        let (agent, source) = (agent_id(&input.agent_id)?, source_id(&input.source_id)?);
+        let submission = Submission {
+            title: &input.title,
+            provenance: &input.provenance,
+            revision: &input.revision,
+            digest: &input.digest,
+            required: input.required,
+            content: &input.content,
+        };
+        let jobs = match knowledge::replace(conn, scope(ctx, agent)?, source, submission).await? {
+            Replaced::Candidate(job) => vec![job],
+            Replaced::Unchanged => Vec::new(),
+        };
+        Ok(Done { output: read_back(ctx, conn, agent, source).await?, jobs })
+    }
+}
+
+pub(crate) struct Delete;
+
+impl Handler for Delete {
+    type Input = DeleteInput;
+    type Output = DeleteOutput;
+
+    const LOCK: Lock = Lock::Limited;
+
+    async fn handle(ctx: &Ctx<'_>, conn: &mut PgConnection, input: DeleteInput) -> Result<Done<Self::Output>> {
+        // Confirmation first: refused the same way whatever the call names.
+        let confirmed = input.tombstone == Some(true)
+            && input.prune == Some(true)
+            && input.confirm.as_deref() == Some(input.source_id.as_str());
+        if !confirmed {
+            return Err(Problem::confirmation_required(
+                "Deleting a Knowledge Source needs `tombstone: true`, `prune: true` and `confirm` equal to its id.",
+            )
+            .with_detail("sourceId", input.source_id.as_str())
+            .into());
+        }
+        let (agent, source) = (agent_id(&input.agent_id)?, source_id(&input.source_id)?);
+        knowledge::delete(conn, scope(ctx, agent)?, source).await?;
+        Ok(DeleteOutput { source_id: source.to_string(), deleted: True }.into())
+    }
+}

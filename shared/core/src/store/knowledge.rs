@@ -1,0 +1,705 @@
+//! Knowledge Sources, their revisions, passages and term statistics.
+
+use sqlx::PgConnection;
+use time::OffsetDateTime;
+use uuid::Uuid;
+
+use super::types::{StoredLanguage, StoredProvenanceKind, StoredRevisionState};
+use crate::ids::{AgentId, RevisionId, SourceId, WorkspaceId};
+
+/// A live source as the resource shows it: its latest, active and candidate
+/// revisions (`knowledge_source_view`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct SourceRow {
+    pub id: SourceId,
+    pub workspace_id: WorkspaceId,
+    pub agent_id: AgentId,
+    pub key: String,
+    pub revision: String,
+    pub digest: String,
+    pub title: String,
+    pub provenance_kind: StoredProvenanceKind,
+    pub provenance_uri: String,
+    pub required: bool,
+    pub imported_at: OffsetDateTime,
+    pub active_id: Option<RevisionId>,
+    pub active_revision: Option<String>,
+    pub active_digest: Option<String>,
+    pub active_state: Option<StoredRevisionState>,
+    pub active_imported_at: Option<OffsetDateTime>,
+    pub active_error_code: Option<String>,
+    pub candidate_id: Option<RevisionId>,
+    pub candidate_revision: Option<String>,
+    pub candidate_digest: Option<String>,
+    pub candidate_state: Option<StoredRevisionState>,
+    pub candidate_imported_at: Option<OffsetDateTime>,
+    pub candidate_error_code: Option<String>,
+}
+
+#[tracing::instrument(level = "debug", skip(conn))]
+pub async fn get(
+    conn: &mut PgConnection,
+    workspace: WorkspaceId,
+    agent: AgentId,
+    id: SourceId,
+) -> sqlx::Result<Option<SourceRow>> {
+    sqlx::query_as!(
+        SourceRow,
+        r#"
+        SELECT id AS "id!: SourceId", workspace_id AS "workspace_id!: WorkspaceId", agent_id AS "agent_id!: AgentId",
+               key AS "key!", revision AS "revision!", digest AS "digest!", title AS "title!",
+               provenance_kind AS "provenance_kind!: StoredProvenanceKind", provenance_uri AS "provenance_uri!",
+               required AS "required!", imported_at AS "imported_at!",
+               active_id AS "active_id?: RevisionId", active_revision, active_digest,
+               active_state AS "active_state?: StoredRevisionState", active_imported_at, active_error_code,
+               candidate_id AS "candidate_id?: RevisionId", candidate_revision, candidate_digest,
+               candidate_state AS "candidate_state?: StoredRevisionState", candidate_imported_at, candidate_error_code
+        FROM knowledge_source_view WHERE id = $1 AND workspace_id = $2 AND agent_id = $3
+        "#,
+        id as SourceId,
+        workspace as WorkspaceId,
+        agent as AgentId,
+    )
+    .fetch_optional(conn)
+    .await
+}
+
+/// One page of an Agent's live sources, oldest first, after `after`.
+#[tracing::instrument(level = "debug", skip(conn))]
+pub async fn list(
+    conn: &mut PgConnection,
+    agent: AgentId,
+    after: Option<Uuid>,
+    limit: i64,
+) -> sqlx::Result<Vec<SourceRow>> {
+    sqlx::query_as!(
+        SourceRow,
+        r#"
+        SELECT id AS "id!: SourceId", workspace_id AS "workspace_id!: WorkspaceId", agent_id AS "agent_id!: AgentId",
+               key AS "key!", revision AS "revision!", digest AS "digest!", title AS "title!",
+               provenance_kind AS "provenance_kind!: StoredProvenanceKind", provenance_uri AS "provenance_uri!",
+               required AS "required!", imported_at AS "imported_at!",
+               active_id AS "active_id?: RevisionId", active_revision, active_digest,
+               active_state AS "active_state?: StoredRevisionState", active_imported_at, active_error_code,
+               candidate_id AS "candidate_id?: RevisionId", candidate_revision, candidate_digest,
+               candidate_state AS "candidate_state?: StoredRevisionState", candidate_imported_at, candidate_error_code
+        FROM knowledge_source_view
+        WHERE agent_id = $1 AND ($2::uuid IS NULL OR id > $2)
+        ORDER BY id
+        LIMIT $3
+        "#,
+        agent as AgentId,
+        after,
+        limit,
+    )
+    .fetch_all(conn)
+    .await
+}
+
+/// The Agent's live sources with these keys.
+#[tracing::instrument(level = "debug", skip(conn, keys), fields(keys = keys.len()))]
+pub async fn by_keys(conn: &mut PgConnection, agent: AgentId, keys: &[String]) -> sqlx::Result<Vec<SourceRow>> {
+    sqlx::query_as!(
+        SourceRow,
+        r#"
+        SELECT id AS "id!: SourceId", workspace_id AS "workspace_id!: WorkspaceId", agent_id AS "agent_id!: AgentId",
+               key AS "key!", revision AS "revision!", digest AS "digest!", title AS "title!",
+               provenance_kind AS "provenance_kind!: StoredProvenanceKind", provenance_uri AS "provenance_uri!",
+               required AS "required!", imported_at AS "imported_at!",
+               active_id AS "active_id?: RevisionId", active_revision, active_digest,
+               active_state AS "active_state?: StoredRevisionState", active_imported_at, active_error_code,
+               candidate_id AS "candidate_id?: RevisionId", candidate_revision, candidate_digest,
+               candidate_state AS "candidate_state?: StoredRevisionState", candidate_imported_at, candidate_error_code
+        FROM knowledge_source_view WHERE agent_id = $1 AND key = ANY($2)
+        "#,
+        agent as AgentId,
+        keys,
+    )
+    .fetch_all(conn)
+    .await
+}
+
+/// What a write needs to know of one revision.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RevisionFacts {
+    pub id: RevisionId,
+    pub state: StoredRevisionState,
+    pub revision: String,
+    pub digest: String,
+    pub title: String,
+    pub provenance_kind: StoredProvenanceKind,
+    pub provenance_uri: String,
+    pub required: bool,
+    pub content_bytes: i32,
+}
+
+/// A live source locked for a write, with its revisions.
+#[derive(Clone, Debug, PartialEq)]
+pub struct HeldSource {
+    pub id: SourceId,
+    pub latest: RevisionFacts,
+    pub active: Option<RevisionFacts>,
+    pub candidate: Option<RevisionFacts>,
+}
+
+/// Locks a live source of the Agent until the transaction ends.
+#[tracing::instrument(level = "debug", skip(conn))]
+pub async fn lock(
+    conn: &mut PgConnection,
+    workspace: WorkspaceId,
+    agent: AgentId,
+    id: SourceId,
+) -> sqlx::Result<Option<HeldSource>> {
+    let Some(source) = sqlx::query!(
+        r#"
+        SELECT latest_revision_id AS "latest: RevisionId", active_revision_id AS "active: RevisionId",
+               candidate_revision_id AS "candidate: RevisionId"
+        FROM knowledge_sources
+        WHERE id = $1 AND workspace_id = $2 AND agent_id = $3 AND deleted_at IS NULL
+        FOR UPDATE
+        "#,
+        id as SourceId,
+        workspace as WorkspaceId,
+        agent as AgentId,
+    )
+    .fetch_optional(&mut *conn)
+    .await?
+    else {
+        return Ok(None);
+    };
+    let ids: Vec<Uuid> =
+        [Some(source.latest), source.active, source.candidate].into_iter().flatten().map(|i| i.0).collect();
+    let facts = sqlx::query_as!(
+        RevisionFacts,
+        r#"
+        SELECT id AS "id: RevisionId", state AS "state: StoredRevisionState", revision, digest, title,
+               provenance_kind AS "provenance_kind: StoredProvenanceKind", provenance_uri, required, content_bytes
+        FROM knowledge_revisions WHERE id = ANY($1)
+        "#,
+        &ids,
+    )
+    .fetch_all(conn)
+    .await?;
+    let find = |id: Option<RevisionId>| id.and_then(|id| facts.iter().find(|f| f.id == id).cloned());
+    let Some(latest) = find(Some(source.latest)) else {
+        return Err(sqlx::Error::RowNotFound);
+    };
+    Ok(Some(HeldSource { id, latest, active: find(source.active), candidate: find(source.candidate) }))
+}
+
+/// A new revision's fields.
+pub struct NewRevision<'a> {
+    pub id: RevisionId,
+    pub source_id: SourceId,
+    pub workspace_id: WorkspaceId,
+    pub agent_id: AgentId,
+    pub revision: &'a str,
+    pub digest: &'a str,
+    pub title: &'a str,
+    pub provenance_kind: StoredProvenanceKind,
+    pub provenance_uri: &'a str,
+    pub required: bool,
+    pub content: &'a str,
+}
+
+#[tracing::instrument(level = "debug", skip(conn, new), fields(id = %new.id))]
+pub async fn insert_revision(conn: &mut PgConnection, new: &NewRevision<'_>) -> sqlx::Result<()> {
+    sqlx::query!(
+        r#"
+        INSERT INTO knowledge_revisions (id, source_id, workspace_id, agent_id, revision, digest, title,
+                                         provenance_kind, provenance_uri, required, content, content_bytes)
+        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, octet_length($11))
+        "#,
+        new.id as RevisionId,
+        new.source_id as SourceId,
+        new.workspace_id as WorkspaceId,
+        new.agent_id as AgentId,
+        new.revision,
+        new.digest,
+        new.title,
+        new.provenance_kind as StoredProvenanceKind,
+        new.provenance_uri,
+        new.required,
+        new.content,
+    )
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// Inserts a source whose first revision is `revision`; `false` when a live
+/// source of the Agent has the key.
+#[tracing::instrument(level = "debug", skip(conn))]
+pub async fn insert_source(
+    conn: &mut PgConnection,
+    id: SourceId,
+    workspace: WorkspaceId,
+    agent: AgentId,
+    key: &str,
+    revision: RevisionId,
+) -> sqlx::Result<bool> {
+    let inserted = sqlx::query!(
+        r#"
+        INSERT INTO knowledge_sources (id, workspace_id, agent_id, key, latest_revision_id, candidate_revision_id)
+        VALUES ($1, $2, $3, $4, $5, $5)
+        ON CONFLICT (agent_id, key) WHERE deleted_at IS NULL DO NOTHING
+        "#,
+        id as SourceId,
+        workspace as WorkspaceId,
+        agent as AgentId,
+        key,
+        revision as RevisionId,
+    )
+    .execute(conn)
+    .await?;
+    Ok(inserted.rows_affected() == 1)
+}
+
+/// The live source with this key, if any.
+#[tracing::instrument(level = "debug", skip(conn))]
+pub async fn id_by_key(conn: &mut PgConnection, agent: AgentId, key: &str) -> sqlx::Result<Option<SourceId>> {
+    sqlx::query_scalar!(
+        r#"SELECT id AS "id: SourceId" FROM knowledge_sources WHERE agent_id = $1 AND key = $2 AND deleted_at IS NULL"#,
+        agent as AgentId,
+        key,
+    )
+    .fetch_optional(conn)
+    .await
+}
+
+/// Makes `revision` the source's latest and its candidate.
+#[tracing::instrument(level = "debug", skip(conn))]
+pub async fn set_candidate(conn: &mut PgConnection, source: SourceId, revision: RevisionId) -> sqlx::Result<()> {
+    sqlx::query!(
+        "UPDATE knowledge_sources SET latest_revision_id = $2, candidate_revision_id = $2 WHERE id = $1",
+        source as SourceId,
+        revision as RevisionId,
+    )
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// Fails a revision still to be processed; its content bytes (now freed) and
+/// Workspace, or `None` when it was not unfinished.
+#[tracing::instrument(level = "debug", skip(conn))]
+pub async fn fail(
+    conn: &mut PgConnection,
+    revision: RevisionId,
+    error_code: &str,
+) -> sqlx::Result<Option<(WorkspaceId, i64)>> {
+    let row = sqlx::query!(
+        r#"
+        UPDATE knowledge_revisions
+        SET state = 'failed', error_code = $2, content = NULL, lease_owner = NULL, lease_until = NULL
+        WHERE id = $1 AND state IN ('pending', 'processing')
+        RETURNING workspace_id AS "workspace_id: WorkspaceId", content_bytes
+        "#,
+        revision as RevisionId,
+        error_code,
+    )
+    .fetch_optional(conn)
+    .await?;
+    Ok(row.map(|r| (r.workspace_id, i64::from(r.content_bytes))))
+}
+
+/// Soft-deletes a source: gone from list and inspect at once.
+#[tracing::instrument(level = "debug", skip(conn))]
+pub async fn delete_source(conn: &mut PgConnection, source: SourceId) -> sqlx::Result<()> {
+    sqlx::query!(
+        "UPDATE knowledge_sources SET deleted_at = now(), active_revision_id = NULL WHERE id = $1",
+        source as SourceId,
+    )
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// Retires an active revision (replaced or deleted): it stops answering, and
+/// its content, passages and term counts are dropped. Returns its content bytes.
+#[tracing::instrument(level = "debug", skip(conn))]
+pub async fn retire(conn: &mut PgConnection, revision: RevisionId) -> sqlx::Result<i64> {
+    sqlx::query!("DELETE FROM knowledge_passages WHERE revision_id = $1", revision as RevisionId)
+        .execute(&mut *conn)
+        .await?;
+    sqlx::query!("DELETE FROM knowledge_terms WHERE revision_id = $1", revision as RevisionId)
+        .execute(&mut *conn)
+        .await?;
+    let bytes = sqlx::query_scalar!(
+        r#"
+        UPDATE knowledge_revisions SET state = 'replaced', content = NULL
+        WHERE id = $1 AND state = 'active'
+        RETURNING content_bytes
+        "#,
+        revision as RevisionId,
+    )
+    .fetch_optional(conn)
+    .await?;
+    Ok(bytes.map(i64::from).unwrap_or_default())
+}
+
+/// A revision as a worker finds it, locked.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Job {
+    pub state: StoredRevisionState,
+    pub attempts: i32,
+    /// Another worker holds a lease that has not run out.
+    pub leased_by_other: bool,
+    /// It was imported longer ago than the processing deadline.
+    pub overdue: bool,
+}
+
+/// Reads and locks a revision a worker was asked to process.
+#[tracing::instrument(level = "debug", skip(conn))]
+pub async fn lock_job(
+    conn: &mut PgConnection,
+    revision: RevisionId,
+    worker: &str,
+    deadline_secs: f64,
+) -> sqlx::Result<Option<Job>> {
+    sqlx::query_as!(
+        Job,
+        r#"
+        SELECT state AS "state: StoredRevisionState", attempts,
+               (lease_owner IS DISTINCT FROM $2 AND coalesce(lease_until > now(), false)) AS "leased_by_other!",
+               imported_at < now() - make_interval(secs => $3) AS "overdue!"
+        FROM knowledge_revisions WHERE id = $1
+        FOR UPDATE
+        "#,
+        revision as RevisionId,
+        worker,
+        deadline_secs,
+    )
+    .fetch_optional(conn)
+    .await
+}
+
+/// Starts an attempt: `processing`, leased to `worker` for `lease_secs`.
+#[tracing::instrument(level = "debug", skip(conn))]
+pub async fn start_attempt(
+    conn: &mut PgConnection,
+    revision: RevisionId,
+    worker: &str,
+    lease_secs: f64,
+) -> sqlx::Result<()> {
+    sqlx::query!(
+        r#"
+        UPDATE knowledge_revisions
+        SET state = 'processing', attempts = attempts + 1, lease_owner = $2,
+            lease_until = now() + make_interval(secs => $3)
+        WHERE id = $1
+        "#,
+        revision as RevisionId,
+        worker,
+        lease_secs,
+    )
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// Extends `worker`'s lease; `false` when it no longer holds one.
+#[tracing::instrument(level = "debug", skip(conn))]
+pub async fn renew_lease(
+    conn: &mut PgConnection,
+    revision: RevisionId,
+    worker: &str,
+    lease_secs: f64,
+) -> sqlx::Result<bool> {
+    let renewed = sqlx::query!(
+        r#"
+        UPDATE knowledge_revisions SET lease_until = now() + make_interval(secs => $3)
+        WHERE id = $1 AND lease_owner = $2 AND state = 'processing'
+        "#,
+        revision as RevisionId,
+        worker,
+        lease_secs,
+    )
+    .execute(conn)
+    .await?;
+    Ok(renewed.rows_affected() == 1)
+}
+
+/// Gives a lease up at once (after a failed attempt), so the next job for the
+/// revision need not wait for it to run out.
+#[tracing::instrument(level = "debug", skip(conn))]
+pub async fn release_lease(conn: &mut PgConnection, revision: RevisionId, worker: &str) -> sqlx::Result<()> {
+    sqlx::query!(
+        "UPDATE knowledge_revisions SET lease_until = now() WHERE id = $1 AND lease_owner = $2",
+        revision as RevisionId,
+        worker,
+    )
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// What processing reads of a revision.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Material {
+    pub source_id: SourceId,
+    pub agent_id: AgentId,
+    pub workspace_id: WorkspaceId,
+    pub title: String,
+    pub digest: String,
+    pub content: Option<String>,
+    /// The Agent's language now: the passages are indexed in it.
+    pub language: StoredLanguage,
+}
+
+#[tracing::instrument(level = "debug", skip(conn))]
+pub async fn material(conn: &mut PgConnection, revision: RevisionId) -> sqlx::Result<Option<Material>> {
+    sqlx::query_as!(
+        Material,
+        r#"
+        SELECT r.source_id AS "source_id: SourceId", r.agent_id AS "agent_id: AgentId",
+               r.workspace_id AS "workspace_id: WorkspaceId", r.title, r.digest, r.content,
+               a.default_language AS "language: StoredLanguage"
+        FROM knowledge_revisions r JOIN agents a ON a.id = r.agent_id
+        WHERE r.id = $1
+        "#,
+        revision as RevisionId,
+    )
+    .fetch_optional(conn)
+    .await
+}
+
+/// The PostgreSQL text-search configuration of a language.
+pub fn search_config(language: StoredLanguage) -> &'static str {
+    match language {
+        StoredLanguage::En => "english",
+        StoredLanguage::Es => "spanish",
+    }
+}
+
+/// The passages of one revision, column by column.
+pub struct Passages<'a> {
+    pub revision: RevisionId,
+    pub source: SourceId,
+    pub agent: AgentId,
+    pub language: StoredLanguage,
+    pub title: &'a str,
+    pub headings: Vec<Option<String>>,
+    pub bodies: Vec<String>,
+}
+
+/// Writes a revision's passages, indexed in its language (title, heading and
+/// body together), and their term counts. Returns the passages and word
+/// occurrences that have any indexable word.
+#[tracing::instrument(level = "debug", skip(conn, passages), fields(revision = %passages.revision, n = passages.bodies.len()))]
+pub async fn index(conn: &mut PgConnection, passages: &Passages<'_>) -> sqlx::Result<(i64, i64)> {
+    let config = search_config(passages.language);
+    // A passage written by an attempt that did not finish is gone with its
+    // transaction; these statements run in the promotion's.
+    let indexed = sqlx::query!(
+        r#"
+        WITH input AS (
+            SELECT ordinality::integer - 1 AS ordinal, heading, body,
+                   to_tsvector($5::regconfig, $6 || E'\n' || coalesce(heading || E'\n', '') || body) AS search
+            FROM unnest($7::text[], $8::text[]) WITH ORDINALITY AS p(heading, body)
+        ), inserted AS (
+            INSERT INTO knowledge_passages (revision_id, ordinal, agent_id, source_id, language, heading, body, search, tokens)
+            SELECT $1, ordinal, $2, $3, $4, heading, body, search,
+                   (SELECT coalesce(sum(cardinality(positions)), 0) FROM unnest(search))
+            FROM input
+            RETURNING search, tokens
+        )
+        SELECT count(*) FILTER (WHERE search <> ''::tsvector) AS "passages!", coalesce(sum(tokens), 0)::bigint AS "tokens!"
+        FROM inserted
+        "#,
+        passages.revision as RevisionId,
+        passages.agent as AgentId,
+        passages.source as SourceId,
+        passages.language as StoredLanguage,
+        config as &str,
+        passages.title,
+        &passages.headings as &[Option<String>],
+        &passages.bodies,
+    )
+    .fetch_one(&mut *conn)
+    .await?;
+    sqlx::query!(
+        r#"
+        INSERT INTO knowledge_terms (agent_id, language, lexeme, revision_id, passages)
+        SELECT $2, $3, t.lexeme, $1, count(*)::integer
+        FROM knowledge_passages p, unnest(p.search) t
+        WHERE p.revision_id = $1
+        GROUP BY t.lexeme
+        "#,
+        passages.revision as RevisionId,
+        passages.agent as AgentId,
+        passages.language as StoredLanguage,
+    )
+    .execute(conn)
+    .await?;
+    Ok((indexed.passages, indexed.tokens))
+}
+
+/// The source's active revision now (read without a lock).
+#[tracing::instrument(level = "debug", skip(conn))]
+pub async fn active_of(conn: &mut PgConnection, source: SourceId) -> sqlx::Result<Option<Option<RevisionId>>> {
+    sqlx::query_scalar!(
+        r#"SELECT active_revision_id AS "active: RevisionId" FROM knowledge_sources WHERE id = $1 AND deleted_at IS NULL"#,
+        source as SourceId,
+    )
+    .fetch_optional(conn)
+    .await
+}
+
+/// Makes `revision` the source's active revision if it is still the candidate
+/// and `previous` still the active one (compare-and-set); `false` otherwise.
+#[tracing::instrument(level = "debug", skip(conn))]
+pub async fn promote(
+    conn: &mut PgConnection,
+    source: SourceId,
+    revision: RevisionId,
+    previous: Option<RevisionId>,
+) -> sqlx::Result<bool> {
+    let done = sqlx::query!(
+        r#"
+        UPDATE knowledge_sources SET active_revision_id = $2, candidate_revision_id = NULL
+        WHERE id = $1 AND candidate_revision_id = $2 AND active_revision_id IS NOT DISTINCT FROM $3
+          AND deleted_at IS NULL
+        "#,
+        source as SourceId,
+        revision as RevisionId,
+        previous.map(|p| p.0),
+    )
+    .execute(conn)
+    .await?;
+    Ok(done.rows_affected() == 1)
+}
+
+/// Marks a processed revision active with its index sizes, if `worker` still
+/// holds it; `false` otherwise.
+#[tracing::instrument(level = "debug", skip(conn))]
+pub async fn activate(
+    conn: &mut PgConnection,
+    revision: RevisionId,
+    worker: &str,
+    language: StoredLanguage,
+    passages: i64,
+    tokens: i64,
+) -> sqlx::Result<bool> {
+    let done = sqlx::query!(
+        r#"
+        UPDATE knowledge_revisions
+        SET state = 'active', language = $3, passages = $4, tokens = $5, lease_owner = NULL, lease_until = NULL
+        WHERE id = $1 AND state = 'processing' AND lease_owner = $2
+        "#,
+        revision as RevisionId,
+        worker,
+        language as StoredLanguage,
+        i32::try_from(passages).unwrap_or(i32::MAX),
+        tokens,
+    )
+    .execute(conn)
+    .await?;
+    Ok(done.rows_affected() == 1)
+}
+
+/// Unfinished revisions imported longer ago than the deadline.
+#[tracing::instrument(level = "debug", skip(conn))]
+pub async fn overdue(conn: &mut PgConnection, deadline_secs: f64, limit: i64) -> sqlx::Result<Vec<RevisionId>> {
+    sqlx::query_scalar!(
+        r#"
+        SELECT id AS "id: RevisionId" FROM knowledge_revisions
+        WHERE state IN ('pending', 'processing') AND imported_at < now() - make_interval(secs => $1)
+        ORDER BY imported_at
+        LIMIT $2
+        "#,
+        deadline_secs,
+        limit,
+    )
+    .fetch_all(conn)
+    .await
+}
+
+/// Unfinished revisions nobody is working on whose last job was sent longer
+/// ago than `after_secs`, marked as sent again now.
+#[tracing::instrument(level = "debug", skip(conn))]
+pub async fn take_stale(conn: &mut PgConnection, after_secs: f64, limit: i64) -> sqlx::Result<Vec<RevisionId>> {
+    sqlx::query_scalar!(
+        r#"
+        UPDATE knowledge_revisions SET enqueued_at = now()
+        WHERE id IN (
+            SELECT id FROM knowledge_revisions
+            WHERE state IN ('pending', 'processing')
+              AND enqueued_at < now() - make_interval(secs => $1)
+              AND (lease_until IS NULL OR lease_until < now())
+            ORDER BY enqueued_at
+            LIMIT $2
+            FOR UPDATE SKIP LOCKED
+        )
+        RETURNING id AS "id: RevisionId"
+        "#,
+        after_secs,
+        limit,
+    )
+    .fetch_all(conn)
+    .await
+}
+
+/// Revisions still to be processed, and how long the oldest has waited (in
+/// seconds, 0 when none).
+#[tracing::instrument(level = "debug", skip(conn))]
+pub async fn backlog(conn: &mut PgConnection) -> sqlx::Result<(i64, f64)> {
+    let row = sqlx::query!(
+        r#"
+        SELECT count(*) AS "count!",
+               coalesce(extract(epoch FROM now() - min(imported_at))::float8, 0) AS "oldest!"
+        FROM knowledge_revisions WHERE state IN ('pending', 'processing')
+        "#
+    )
+    .fetch_one(conn)
+    .await?;
+    Ok((row.count, row.oldest))
+}
+
+/// Deletes every live source of an Agent: unfinished revisions are failed,
+/// active ones retired. Returns the sources deleted and the content bytes freed.
+#[tracing::instrument(level = "debug", skip(conn))]
+pub async fn delete_all_of(conn: &mut PgConnection, agent: AgentId) -> sqlx::Result<(i64, i64)> {
+    let failed = sqlx::query_scalar!(
+        r#"
+        UPDATE knowledge_revisions
+        SET state = 'failed', error_code = 'superseded', content = NULL, lease_owner = NULL, lease_until = NULL
+        WHERE agent_id = $1 AND state IN ('pending', 'processing')
+        RETURNING content_bytes
+        "#,
+        agent as AgentId,
+    )
+    .fetch_all(&mut *conn)
+    .await?;
+    sqlx::query!("DELETE FROM knowledge_passages WHERE agent_id = $1", agent as AgentId).execute(&mut *conn).await?;
+    sqlx::query!("DELETE FROM knowledge_terms WHERE agent_id = $1", agent as AgentId).execute(&mut *conn).await?;
+    let retired = sqlx::query_scalar!(
+        r#"
+        UPDATE knowledge_revisions SET state = 'replaced', content = NULL
+        WHERE agent_id = $1 AND state = 'active'
+        RETURNING content_bytes
+        "#,
+        agent as AgentId,
+    )
+    .fetch_all(&mut *conn)
+    .await?;
+    let deleted = sqlx::query!(
+        "UPDATE knowledge_sources SET deleted_at = now(), active_revision_id = NULL WHERE agent_id = $1 AND deleted_at IS NULL",
+        agent as AgentId,
+    )
+    .execute(conn)
+    .await?;
+    let freed = failed.iter().chain(&retired).map(|b| i64::from(*b)).sum();
+    Ok((deleted.rows_affected() as i64, freed))
+}
+
+/// The Workspace of a revision.
+#[tracing::instrument(level = "debug", skip(conn))]
+pub async fn workspace_of(conn: &mut PgConnection, revision: RevisionId) -> sqlx::Result<Option<WorkspaceId>> {
+    sqlx::query_scalar!(
+        r#"SELECT workspace_id AS "workspace_id: WorkspaceId" FROM knowledge_revisions WHERE id = $1"#,
+        revision as RevisionId,
+    )
+    .fetch_optional(conn)
+    .await
+}
