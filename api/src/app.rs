@@ -18,6 +18,7 @@ use hyper_util::service::TowerToHyperService;
 use sqlx::PgPool;
 use svc_contract::{Problem, ProblemCode};
 use svc_core::Service;
+use svc_core::jobs::Queue;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tower::{Service as _, service_fn};
@@ -43,7 +44,8 @@ pub struct AppState {
 
 impl AppState {
     pub fn new(pool: PgPool, config: &ServeConfig) -> anyhow::Result<Self> {
-        let service = Service::new(pool, None, config.core()?).map_err(|e| anyhow::anyhow!(e))?;
+        let queue = Queue::new(config.redis_url(), &config.queue_namespace)?;
+        let service = Service::new(pool, Some(queue), config.core()?).map_err(|e| anyhow::anyhow!(e))?;
         Ok(Self {
             service: Arc::new(service),
             redis: redis::Client::open(config.redis_url())?,

@@ -15,6 +15,7 @@ use crate::body::BodyPolicy;
 pub const DEFAULT_DATABASE_URL: &str = "postgres://localhost/svc";
 pub const DEFAULT_REDIS_URL: &str = "redis://127.0.0.1:6379";
 pub const DEFAULT_BIND: &str = "127.0.0.1:8080";
+pub const DEFAULT_QUEUE_NAMESPACE: &str = "svc";
 pub const DEFAULT_MAX_CONNECTIONS: u32 = 16;
 pub const DEFAULT_STATEMENT_TIMEOUT_MS: u64 = 30_000;
 pub const DEFAULT_LOCK_TIMEOUT_MS: u64 = 5_000;
@@ -54,6 +55,10 @@ pub struct ServeConfig {
     /// Redis URL (database index honoured); `/readyz` checks it.
     #[arg(long = "redis-url", env = "REDIS_URL", default_value = DEFAULT_REDIS_URL, hide_env_values = true)]
     pub redis_url: SecretString,
+    /// Prefix of every job-queue key in Redis: deployments (or test runs)
+    /// sharing a Redis use different ones.
+    #[arg(long, env = "SVC_QUEUE_NAMESPACE", default_value = DEFAULT_QUEUE_NAMESPACE)]
+    pub queue_namespace: String,
     /// Address to listen on.
     #[arg(long, env = "SVC_BIND", default_value = DEFAULT_BIND)]
     pub bind: SocketAddr,
@@ -169,6 +174,7 @@ impl Default for ServeConfig {
         Self {
             database: DatabaseArgs::default(),
             redis_url: SecretString::from(DEFAULT_REDIS_URL),
+            queue_namespace: DEFAULT_QUEUE_NAMESPACE.to_owned(),
             bind: DEFAULT_BIND.parse().unwrap_or_else(|_| SocketAddr::from(([127, 0, 0, 1], 8080))),
             public_base_url: None,
             oidc_issuer: None,

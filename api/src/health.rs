@@ -38,5 +38,31 @@ async fn ping_redis(client: &redis::Client) -> redis::RedisResult<()> {
 }
 
 pub async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
-    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], state.metrics.render(state.service.pool()))
+    let mut text = state.metrics.render(state.service.pool());
+    text.push_str(&queue_figures(&state).await);
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text)
+}
+
+/// The knowledge backlog from PostgreSQL (what is left to do, whatever Redis
+/// holds) and the queue from Redis; a figure that cannot be read is left out.
+async fn queue_figures(state: &AppState) -> String {
+    let mut out = String::new();
+    let backlog = tokio::time::timeout(CHECK_TIMEOUT, state.service.backlog_figures()).await;
+    if let Ok(Ok((count, oldest))) = backlog {
+        out.push_str("# HELP svc_knowledge_backlog Revisions pending or processing.\n");
+        out.push_str("# TYPE svc_knowledge_backlog gauge\n");
+        out.push_str(&format!("svc_knowledge_backlog {count}\n"));
+        out.push_str("# HELP svc_knowledge_oldest_pending_seconds Age of the oldest revision still to process.\n");
+        out.push_str("# TYPE svc_knowledge_oldest_pending_seconds gauge\n");
+        out.push_str(&format!("svc_knowledge_oldest_pending_seconds {oldest:.3}\n"));
+    }
+    if let Some(queue) = state.service.queue()
+        && let Ok(depth) = queue.depth().await
+    {
+        out.push_str("# HELP svc_queue_jobs Jobs in the Redis queue, waiting or claimed by a worker.\n");
+        out.push_str("# TYPE svc_queue_jobs gauge\n");
+        out.push_str(&format!("svc_queue_jobs{{state=\"waiting\"}} {}\n", depth.waiting));
+        out.push_str(&format!("svc_queue_jobs{{state=\"running\"}} {}\n", depth.running));
+    }
+    out
 }

@@ -61,6 +61,7 @@ fn options() -> anyhow::Result<Options> {
 const LIMIT: &str = "bare SELECT (limit)";
 
 /// One load scenario: a request to send again and again.
+#[derive(Clone)]
 struct Scenario {
     name: &'static str,
     writes: bool,
@@ -68,6 +69,9 @@ struct Scenario {
     path: String,
     headers: Vec<(&'static str, String)>,
     body: Value,
+    /// Another load run at the same time on this many connections, whose
+    /// figures are not reported (a tenant flooding its Workspace).
+    beside: Option<(Box<Scenario>, usize)>,
 }
 
 struct Measured {
@@ -176,7 +180,9 @@ async fn bench(options: &Options, url: &str) -> anyhow::Result<()> {
             ("content-type", "application/json".into()),
         ],
         body,
+        beside: None,
     };
+    let flood = operation("agent.create", "agents/create", &create_ws, json!({ "name": "Flood {n}" }));
     let scenarios = [
         Scenario {
             name: LIMIT,
@@ -185,6 +191,7 @@ async fn bench(options: &Options, url: &str) -> anyhow::Result<()> {
             path: format!("/bench/bare/{agent_uuid}"),
             headers: vec![],
             body: Value::Null,
+            beside: None,
         },
         operation("identity.status", "identity/status", &ws, json!({})),
         operation("agent.inspect (user)", "agents/inspect", &ws, json!({ "agentId": agent_id })),
@@ -195,9 +202,18 @@ async fn bench(options: &Options, url: &str) -> anyhow::Result<()> {
             path: "/api/public/operations/agents/inspect".into(),
             headers: vec![("authorization", key_auth), ("content-type", "application/json".into())],
             body: json!({ "agentId": agent_id }),
+            beside: None,
         },
         // `{n}` makes each request's name (and so its derived slug) distinct.
         operation("agent.create", "agents/create", &create_ws, json!({ "name": "Load {n}" })),
+        // One tenant floods its Workspace with creates on 64 connections while
+        // another reads on 8: the reader's figures are reported.
+        Scenario {
+            name: "agent.inspect beside a create flood",
+            writes: true,
+            beside: Some((Box::new(flood), 64)),
+            ..operation("", "agents/inspect", &ws, json!({ "agentId": agent_id }))
+        },
     ];
 
     println!(
@@ -213,8 +229,19 @@ async fn bench(options: &Options, url: &str) -> anyhow::Result<()> {
     for round in 0..options.rounds {
         for (scenario, measured) in selected.iter().zip(rounds.iter_mut()) {
             let warm_up = if round == 0 { 2 } else { 1 };
-            load(addr, scenario, options.connections, Duration::from_secs(warm_up)).await?;
-            let result = load(addr, scenario, options.connections, Duration::from_secs(options.seconds)).await?;
+            let (connections, duration) = match &scenario.beside {
+                Some(_) => (8, Duration::from_secs(options.seconds)),
+                None => (options.connections, Duration::from_secs(options.seconds)),
+            };
+            load(addr, scenario, connections, Duration::from_secs(warm_up)).await?;
+            let background = scenario.beside.clone().map(|(other, n)| {
+                tokio::spawn(async move { load(addr, &other, n, duration + Duration::from_millis(500)).await })
+            });
+            let result = load(addr, scenario, connections, duration).await?;
+            if let Some(background) = background {
+                let flood = background.await??;
+                eprintln!("          (the flood beside it: {:.0} req/s, {} errors)", flood.per_second, flood.errors);
+            }
             eprintln!("round {}: {:<26} {:>8.0} req/s", round + 1, scenario.name, result.per_second);
             measured.push(result);
             if scenario.writes {

@@ -9,6 +9,7 @@ pub mod http;
 pub mod process;
 pub mod provider;
 pub mod raw;
+pub mod stack;
 
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;

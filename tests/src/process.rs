@@ -86,12 +86,20 @@ impl Spawned {
         panic!("no log line with {needle:?} within 30 s:\n{}", self.logs());
     }
 
+    /// Sends a signal (`TERM`, `KILL`, `STOP`, `CONT`, ...) to the process.
+    pub async fn signal(&mut self, signal: &str) {
+        let pid = self.child.id().expect("a running process").to_string();
+        let sent = Command::new("kill").args([&format!("-{signal}"), &pid]).status().await.expect("kill runs");
+        assert!(sent.success());
+        if signal == "KILL" {
+            let _ = self.child.wait().await;
+        }
+    }
+
     /// Sends SIGTERM and waits (up to 30 s) for the exit, and for every line it
     /// logged before it.
     pub async fn terminate(&mut self) -> ExitStatus {
-        let pid = self.child.id().expect("a running process").to_string();
-        let sent = Command::new("kill").args(["-TERM", &pid]).status().await.expect("kill runs");
-        assert!(sent.success());
+        self.signal("TERM").await;
         let status = tokio::time::timeout(Duration::from_secs(30), self.child.wait())
             .await
             .expect("the process exits after SIGTERM")

@@ -192,11 +192,11 @@ async fn operator_commands_print_json_and_fail_loudly(pool: PgPool) {
 async fn the_worker_starts_and_stops_cleanly(pool: PgPool) {
     let database = database_url(&pool);
     assert!(run("svc-api", &["migrate"], &[("DATABASE_URL", &database)]).await.0.success());
-    let mut worker = Spawned::start("svc-worker", &[], &[("DATABASE_URL", &database), ("RUST_LOG", "info")]);
-    worker.wait_for("svc-worker started").await;
-    let status = worker.terminate().await;
-    assert!(status.success(), "{status}\n{}", worker.logs());
-    assert!(worker.logs().contains("svc-worker stopped"));
+    let namespace = svc_tests::stack::namespace();
+    let mut worker = svc_tests::stack::Worker::start(&database, "redis://127.0.0.1:6379", &namespace, &[]).await;
+    let status = worker.process.terminate().await;
+    assert!(status.success(), "{status}\n{}", worker.process.logs());
+    assert!(worker.process.logs().contains("svc-worker stopped"));
 }
 
 #[sqlx::test(migrations = false)]

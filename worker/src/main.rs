@@ -1,64 +1,170 @@
-//! `svc-worker`: the background process. It runs until SIGTERM or SIGINT, then
-//! finishes the task in hand and exits.
+//! `svc-worker`: processes Knowledge Sources (and reconcile runs) from the
+//! Redis queue, and sweeps what was lost or stuck. Any number can run.
 //!
-//! Today its one job is housekeeping: deleting idempotency records past their
-//! 24-hour retention. Knowledge processing joins it with the knowledge issue.
+//! It runs until SIGTERM or SIGINT, then stops taking jobs and lets those in
+//! flight finish within the grace period.
+
+mod config;
+mod health;
+mod jobs;
+mod metrics;
+mod poll;
 
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::Duration;
 
+use apalis::prelude::{BackendExt, Monitor, WorkerBuilder, WorkerBuilderExt};
+use apalis_redis::RedisStorage;
 use clap::Parser;
-use secrecy::{ExposeSecret, SecretString};
+use svc_core::jobs::{Job, Queue, apalis_config};
+use svc_core::knowledge::{Processing, Sweep};
 use svc_core::runtime;
 use tokio_util::sync::CancellationToken;
 
-#[derive(Parser)]
-#[command(name = "svc-worker", version, about = "The svc worker: background jobs.")]
-struct Config {
-    /// PostgreSQL connection URL.
-    #[arg(long, env = "DATABASE_URL", default_value = "postgres://localhost/svc", hide_env_values = true)]
-    database_url: SecretString,
-    /// Seconds between housekeeping sweeps.
-    #[arg(long, env = "SVC_SWEEP_INTERVAL_SECS", default_value_t = 300)]
-    sweep_interval_secs: u64,
-}
+use crate::config::Config;
+use crate::health::Readiness;
+use crate::metrics::Metrics;
+use crate::poll::EveryInterval;
 
 #[tokio::main]
 async fn main() -> ExitCode {
     runtime::init_logging();
     let config = Config::parse();
-    let pool = match runtime::connect(config.database_url.expose_secret(), 2, runtime::Timeouts::SERVING) {
-        Ok(pool) => pool,
+    match run(config).await {
+        Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
-            tracing::error!(%error, "bad database configuration");
-            return ExitCode::FAILURE;
+            tracing::error!("{error:#}");
+            ExitCode::FAILURE
         }
-    };
-    let shutdown = CancellationToken::new();
-    let sweeper = tokio::spawn(sweep(pool, Duration::from_secs(config.sweep_interval_secs.max(1)), shutdown.clone()));
-    tracing::info!("svc-worker started");
-    runtime::shutdown_signal().await;
-    tracing::info!("svc-worker stopping");
-    shutdown.cancel();
-    if let Err(error) = sweeper.await {
-        tracing::error!(%error, "the sweeper ended abnormally");
-        return ExitCode::FAILURE;
     }
-    tracing::info!("svc-worker stopped");
-    ExitCode::SUCCESS
 }
 
-/// Purges expired idempotency records now and every `interval` until shutdown.
-/// A sweep in progress is finished, not abandoned, so it never leaves half work.
-async fn sweep(pool: sqlx::PgPool, interval: Duration, shutdown: CancellationToken) {
+/// A name no other worker process (or restart of this one) has.
+fn worker_name(restarts: usize) -> String {
+    let host = std::fs::read_to_string("/etc/hostname").unwrap_or_else(|_| "host".into());
+    format!("{}-{}-{restarts}", host.trim(), std::process::id())
+}
+
+async fn run(config: Config) -> anyhow::Result<()> {
+    // A connection per job slot, plus the sweeper, the lease renewals and checks.
+    let connections = u32::try_from(config.concurrency * 2 + 4).unwrap_or(32);
+    let pool = runtime::connect(config.database_url(), connections, runtime::Timeouts::SERVING)?;
+    let queue = Queue::new(config.redis_url(), &config.queue_namespace)?;
+    let redis = redis::Client::open(config.redis_url())?;
+    let stop = CancellationToken::new();
+    let metrics = Arc::new(Metrics::default());
+    let readiness = Arc::new(Readiness::default());
+
+    let (addr, server) = health::serve(config.metrics_bind, readiness.clone(), metrics.clone(), stop.clone()).await?;
+    let mut tasks = tokio::task::JoinSet::new();
+    tasks.spawn(server);
+    tasks.spawn(health::watch(pool.clone(), redis, readiness, stop.clone()));
+    let sweep = Sweep {
+        requeue_after: Config::secs(config.requeue_after_secs),
+        deadline: Config::secs(config.processing_deadline_secs),
+    };
+    let queue = Arc::new(queue);
+    tasks.spawn(sweeper(
+        pool.clone(),
+        queue.clone(),
+        sweep,
+        Config::secs(config.sweep_interval_secs),
+        metrics.clone(),
+        stop.clone(),
+    ));
+
+    let context = Arc::new(jobs::Context {
+        pool,
+        processing: Processing {
+            worker: worker_name(0),
+            lease: Config::secs(config.lease_secs),
+            max_attempts: config.max_attempts.max(1),
+            deadline: Config::secs(config.processing_deadline_secs),
+        },
+        metrics,
+    });
+    // Wait for Redis before the first worker (retrying in the background).
+    let connection = loop {
+        tokio::select! {
+            connected = queue.connection() => match connected {
+                Ok(connection) => break connection,
+                Err(error) => {
+                    tracing::warn!(%error, "waiting for Redis");
+                    tokio::time::sleep(Duration::from_secs(2)).await;
+                }
+            },
+            () = runtime::shutdown_signal() => {
+                stop.cancel();
+                tasks.join_all().await;
+                return Ok(());
+            }
+        }
+    };
+    let (concurrency, poll) = (config.concurrency.max(1), Duration::from_millis(config.poll_ms.max(10)));
+    let namespace = config.queue_namespace.clone();
+    let build = move |restarts: usize| {
+        // Jobs are claimed in batches before they run: no more than can run.
+        let storage = RedisStorage::<Job>::new(connection.clone())
+            .with_config(apalis_config(&namespace).batch_size(concurrency))
+            .poll_with_strategy(EveryInterval::new(poll));
+        WorkerBuilder::new(worker_name(restarts))
+            .backend(storage)
+            .data(context.clone())
+            .catch_panic()
+            .concurrency(concurrency)
+            .build(jobs::handle)
+    };
+    tracing::info!(metrics = %addr, concurrency, namespace = %config.queue_namespace, "svc-worker started");
+    let grace = Config::secs(config.shutdown_grace_secs);
+    let monitored = Monitor::new()
+        .register(build)
+        // Any Redis error ends a worker (a lost connection, a slow answer): start
+        // it again, under a new name, as often as it takes.
+        .should_restart(|_, error| {
+            tracing::warn!(%error, "a worker stopped; starting it again");
+            true
+        })
+        .shutdown_timeout(grace)
+        .run_with_signal(async {
+            runtime::shutdown_signal().await;
+            tracing::info!("svc-worker stopping: finishing jobs in flight");
+            Ok(())
+        })
+        .await;
+    stop.cancel();
+    tasks.join_all().await;
+    monitored?;
+    tracing::info!("svc-worker stopped");
+    Ok(())
+}
+
+/// Sweeps now and every `interval` until `stop`; a sweep in progress is finished.
+async fn sweeper(
+    pool: sqlx::PgPool,
+    queue: Arc<Queue>,
+    settings: Sweep,
+    interval: Duration,
+    metrics: Arc<Metrics>,
+    stop: CancellationToken,
+) {
     loop {
-        match svc_core::housekeeping::purge_idempotency_records(&pool).await {
-            Ok(0) => {}
-            Ok(purged) => tracing::info!(purged, "purged expired idempotency records"),
-            Err(error) => tracing::warn!(%error, "housekeeping sweep failed; retrying next interval"),
+        match svc_core::knowledge::sweep(&pool, Some(&queue), &settings).await {
+            Ok(swept) => {
+                metrics.swept(swept.requeued, swept.timed_out);
+                if swept.requeued + swept.timed_out > 0 || swept.purged > 0 {
+                    tracing::info!(
+                        requeued = swept.requeued,
+                        timed_out = swept.timed_out,
+                        purged_idempotency_records = swept.purged,
+                        "swept"
+                    );
+                }
+            }
+            Err(error) => tracing::warn!(%error, "sweep failed; retrying next interval"),
         }
         tokio::select! {
-            () = shutdown.cancelled() => return,
+            () = stop.cancelled() => return,
             () = tokio::time::sleep(interval) => {}
         }
     }

@@ -31,6 +31,8 @@ pub fn config() -> ServeConfig {
         oidc_client_id: Some("svc-cli".to_owned()),
         oidc_scopes: vec!["openid".to_owned()],
         shutdown_grace_secs: 1,
+        // Each test's jobs under keys of its own.
+        queue_namespace: format!("svctest_{}", uuid::Uuid::now_v7().simple()),
         ..ServeConfig::default()
     }
 }

@@ -2,6 +2,12 @@
 //! holds the work itself; a job is a nudge, so a lost one is re-sent by the
 //! sweeper and a repeated one finds its work done.
 
+use std::time::Duration;
+
+use apalis_core::backend::TaskSink;
+use apalis_redis::{Config, ConnectionManager, RedisStorage};
+use redis::AsyncCommands;
+use redis::aio::ConnectionManagerConfig;
 use serde::{Deserialize, Serialize};
 
 use crate::ids::{RevisionId, RunId};
@@ -16,11 +22,108 @@ pub enum Job {
     ApplyReconcile { run: RunId },
 }
 
-/// Pushes jobs onto the queue the workers read.
-pub struct Queue {}
+/// Every job kind goes through one queue; its Redis keys all start with the
+/// queue name, `{namespace}_jobs` (no `:`, which apalis-redis splits on).
+pub fn queue_name(namespace: &str) -> String {
+    format!("{namespace}_jobs")
+}
+
+/// The apalis-redis configuration producers and workers share: the queue name,
+/// and how workers watch each other (a worker silent for 2 heartbeats of 5 s is
+/// dead, and another re-runs its jobs).
+pub fn apalis_config(namespace: &str) -> Config {
+    Config::default()
+        .queue(queue_name(namespace))
+        .heartbeat_interval(Duration::from_secs(5))
+        .missed_heartbeats(2)
+        // Push events nobody subscribes to would be published on every push.
+        .emit_events(false)
+}
+
+/// Longest a push waits (Redis down, or reconnecting) before it gives up: the
+/// work is in PostgreSQL, and the sweeper sends the job again.
+const PUSH_TIMEOUT: Duration = Duration::from_secs(2);
+
+#[derive(Debug, thiserror::Error)]
+pub enum QueueError {
+    #[error("Redis did not answer within {0:?}")]
+    Timeout(Duration),
+    #[error("Redis: {0}")]
+    Redis(#[from] redis::RedisError),
+    #[error("push: {0}")]
+    Push(String),
+}
+
+/// Pushes jobs onto the queue the workers read. It connects on first use, so a
+/// process starts while Redis is down, and reconnects by itself after.
+pub struct Queue {
+    client: redis::Client,
+    namespace: String,
+    storage: tokio::sync::OnceCell<RedisStorage<Job>>,
+}
+
+/// Jobs waiting in Redis and jobs claimed by workers.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Depth {
+    pub waiting: u64,
+    pub running: u64,
+}
 
 impl Queue {
-    pub async fn push_all(&self, _jobs: &[Job]) -> Result<(), String> {
-        Ok(())
+    /// A queue on the Redis at `url` (database index honoured) under `namespace`.
+    pub fn new(url: &str, namespace: &str) -> Result<Self, QueueError> {
+        Ok(Self { client: redis::Client::open(url)?, namespace: namespace.to_owned(), storage: Default::default() })
+    }
+
+    pub fn namespace(&self) -> &str {
+        &self.namespace
+    }
+
+    /// A connection that reconnects by itself, with timeouts longer than the
+    /// library's 500 ms (a slow answer under load would otherwise kill a worker).
+    pub async fn connection(&self) -> Result<ConnectionManager, QueueError> {
+        let config = ConnectionManagerConfig::new()
+            .set_response_timeout(Some(Duration::from_secs(5)))
+            .set_connection_timeout(Some(Duration::from_secs(2)));
+        Ok(ConnectionManager::new_with_config(self.client.clone(), config).await?)
+    }
+
+    async fn storage(&self) -> Result<RedisStorage<Job>, QueueError> {
+        let storage = self
+            .storage
+            .get_or_try_init(|| async {
+                let connection = self.connection().await?;
+                Ok::<_, QueueError>(RedisStorage::new(connection).with_config(apalis_config(&self.namespace)))
+            })
+            .await?;
+        Ok(storage.clone())
+    }
+
+    /// Pushes `jobs` (within a bounded time).
+    pub async fn push_all(&self, jobs: &[Job]) -> Result<(), QueueError> {
+        let push = async {
+            let mut storage = self.storage().await?;
+            storage.push_bulk(jobs.to_vec()).await.map_err(|e| QueueError::Push(e.to_string()))
+        };
+        tokio::time::timeout(PUSH_TIMEOUT, push).await.map_err(|_| QueueError::Timeout(PUSH_TIMEOUT))?
+    }
+
+    /// How many jobs wait and run now (read with plain commands: the library's
+    /// own statistics calls fail on this version).
+    pub async fn depth(&self) -> Result<Depth, QueueError> {
+        let read = async {
+            let mut conn = self.client.get_multiplexed_async_connection().await?;
+            let queue = queue_name(&self.namespace);
+            let now = time::OffsetDateTime::now_utc().unix_timestamp();
+            let active: u64 = conn.llen(format!("{queue}:active")).await?;
+            let due: u64 = conn.zcount(format!("{queue}:scheduled"), "-inf", now).await?;
+            let workers: Vec<String> = conn.zrange(format!("{queue}:workers"), 0, -1).await?;
+            let mut running = 0;
+            for worker in workers {
+                running += conn.scard::<_, u64>(format!("{queue}:inflight:{worker}")).await?;
+            }
+            Ok::<_, QueueError>(Depth { waiting: active + due, running })
+        };
+        tokio::time::timeout(PUSH_TIMEOUT, read).await.map_err(|_| QueueError::Timeout(PUSH_TIMEOUT))?
     }
 }

@@ -64,6 +64,12 @@ impl Service {
         self.queue.as_ref()
     }
 
+    /// Revisions still to be processed and the age of the oldest, in seconds.
+    pub async fn backlog_figures(&self) -> crate::error::Result<(i64, f64)> {
+        let mut conn = self.pool.acquire().await?;
+        Ok(crate::store::knowledge::backlog(&mut conn).await?)
+    }
+
     /// Revisions still to be processed (read at most once a second).
     pub(crate) async fn backlog(&self, conn: &mut PgConnection) -> i64 {
         self.backlog.get(conn).await

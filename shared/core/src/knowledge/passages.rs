@@ -108,9 +108,11 @@ impl Splitter {
     }
 
     fn append(&mut self, text: &str) {
-        if !self.current.is_empty() {
-            self.current.push_str(if text.starts_with(char::is_whitespace) { "" } else { "\n\n" });
+        if self.current.is_empty() {
+            self.current.push_str(text.trim_start());
+            return;
         }
+        self.current.push_str(if text.starts_with(char::is_whitespace) { "" } else { "\n\n" });
         self.current.push_str(text);
     }
 
@@ -139,22 +141,24 @@ fn collapse(text: &str) -> String {
 }
 
 /// A paragraph over [`MAX_CHARS`] in pieces that fit: sentences, then words,
-/// then characters. Pieces after the first start with a space.
+/// then characters. Pieces after the first start with a space, which is
+/// counted: each is at most [`MAX_CHARS`] with it.
 fn pieces(text: &str) -> Vec<String> {
+    const ROOM: usize = MAX_CHARS - 1;
     let mut out = Vec::new();
     for sentence in sentences(text) {
-        if chars(sentence) <= MAX_CHARS {
+        if chars(sentence) <= ROOM {
             out.push(sentence.to_owned());
             continue;
         }
         let mut piece = String::new();
         for word in sentence.split(' ') {
-            if chars(&piece) + 1 + chars(word) > MAX_CHARS && !piece.is_empty() {
+            if chars(&piece) + 1 + chars(word) > ROOM && !piece.is_empty() {
                 out.push(std::mem::take(&mut piece));
             }
-            if chars(word) > MAX_CHARS {
+            if chars(word) > ROOM {
                 let letters: Vec<char> = word.chars().collect();
-                out.extend(letters.chunks(MAX_CHARS).map(|c| c.iter().collect::<String>()));
+                out.extend(letters.chunks(ROOM).map(|c| c.iter().collect::<String>()));
                 continue;
             }
             if !piece.is_empty() {

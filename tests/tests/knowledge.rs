@@ -1,0 +1,265 @@
+//! The knowledge pipeline end to end: the real `svc-api` persists revisions,
+//! real `svc-worker` processes take them from Redis, and faults (a worker
+//! killed, the queue flushed, Redis stopped) lose nothing.
+
+#![expect(clippy::unwrap_used, reason = "a test should stop at the first surprise")]
+
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use sqlx::PgPool;
+use svc_tests::TestIssuer;
+use svc_tests::stack::{Api, OwnRedis, Worker, admin, database_url, flush_namespace, migrate, namespace};
+
+const REDIS: &str = "redis://127.0.0.1:6379";
+
+/// A signed-up User with a Workspace (limits raised) and an Agent, over HTTP.
+struct Tenant {
+    token: String,
+    workspace: String,
+    agent: String,
+}
+
+async fn tenant(api: &Api, database: &str) -> Tenant {
+    let subject = format!("e2e-{}", namespace());
+    admin(database, &["user-setup", "--issuer", svc_tests::ISSUER, "--subject", &subject, "--email", "k@example.test"])
+        .await;
+    let token = TestIssuer::shared().token(&subject);
+    let (status, created) = api.op("workspaces/create", &token, None, &json!({ "name": "Knowledge" })).await;
+    assert_eq!(status, 200, "{created}");
+    let workspace = created["data"]["workspace"]["id"].as_str().unwrap().to_owned();
+    admin(database, &["plan-set", "--workspace", &workspace, "--plan", "pro"]).await;
+    let (status, agent) = api.op("agents/create", &token, Some(&workspace), &json!({ "name": "Support" })).await;
+    assert_eq!(status, 200, "{agent}");
+    Tenant { token, workspace, agent: agent["data"]["agent"]["id"].as_str().unwrap().to_owned() }
+}
+
+fn content(i: usize) -> String {
+    format!(
+        "# Topic {i}\n\nSource number {i} explains how the office handles request {i}.\n\n{}",
+        "More words. ".repeat(200)
+    )
+}
+
+impl Tenant {
+    /// Adds a source; returns its id (the answer's status must be 200).
+    async fn add(&self, api: &Api, i: usize) -> String {
+        let (status, body) = self.try_add(api, i).await;
+        assert_eq!(status, 200, "{body}");
+        body["data"]["knowledgeSource"]["id"].as_str().unwrap().to_owned()
+    }
+
+    async fn try_add(&self, api: &Api, i: usize) -> (u16, Value) {
+        let text = content(i);
+        let input = json!({
+            "agentId": self.agent, "key": format!("doc-{i}"), "title": format!("Doc {i}"),
+            "provenance": { "kind": "repository", "uri": format!("docs/{i}.md") }, "revision": "v1",
+            "digest": svc_contract::digest::sha256_prefixed(text.as_bytes()), "content": text,
+        });
+        api.op("knowledge-sources/add", &self.token, Some(&self.workspace), &input).await
+    }
+
+    /// Polls `wait` (as its `retryAfterMs` says) until every source is terminal,
+    /// or `within` runs out; returns the sources' states.
+    async fn wait_all(&self, api: &Api, sources: &[String], within: Duration) -> Vec<String> {
+        let deadline = Instant::now() + within;
+        let mut states = Vec::new();
+        for source in sources {
+            loop {
+                let input = json!({ "agentId": self.agent, "sourceId": source });
+                let (status, body) = api.op("knowledge-sources/wait", &self.token, Some(&self.workspace), &input).await;
+                assert_eq!(status, 200, "{body}");
+                if body["data"]["terminal"] == true {
+                    states.push(body["data"]["knowledgeSource"]["state"].as_str().unwrap().to_owned());
+                    break;
+                }
+                assert!(Instant::now() < deadline, "{source} not done within {within:?}: {body}");
+                let retry = body["data"]["retryAfterMs"].as_u64().unwrap();
+                tokio::time::sleep(Duration::from_millis(retry.min(500))).await;
+            }
+        }
+        states
+    }
+}
+
+/// Every source active exactly once: one active revision each, and an index
+/// whose passages and term counts belong to exactly those revisions.
+async fn assert_promoted_once(pool: &PgPool, sources: usize) {
+    let count = |sql: &'static str| async move { sqlx::query_scalar::<_, i64>(sql).fetch_one(pool).await.unwrap() };
+    assert_eq!(count("SELECT count(*) FROM knowledge_revisions WHERE state = 'active'").await, sources as i64);
+    assert_eq!(count("SELECT count(*) FROM knowledge_revisions WHERE state <> 'active'").await, 0);
+    assert_eq!(
+        count("SELECT count(*) FROM knowledge_passages").await,
+        count("SELECT coalesce(sum(passages), 0)::bigint FROM knowledge_revisions").await,
+        "each revision's passages written once"
+    );
+    assert_eq!(
+        count("SELECT count(DISTINCT revision_id) FROM knowledge_passages").await,
+        sources as i64,
+        "passages only of the active revisions"
+    );
+}
+
+#[sqlx::test(migrations = false)]
+async fn a_worker_makes_added_sources_active(pool: PgPool) {
+    let database = database_url(&pool);
+    migrate(&database).await;
+    let ns = namespace();
+    let api = Api::start(&database, &[("SVC_QUEUE_NAMESPACE", &ns), ("REDIS_URL", REDIS)]).await;
+    let tenant = tenant(&api, &database).await;
+    let mut worker = Worker::start(&database, REDIS, &ns, &[]).await;
+    let sources: Vec<String> = add_all(&tenant, &api, 5).await;
+    let states = tenant.wait_all(&api, &sources, Duration::from_secs(30)).await;
+    assert!(states.iter().all(|s| s == "active"), "{states:?}");
+    assert_promoted_once(&pool, 5).await;
+    // The worker's metrics count what it did; the API's report the backlog.
+    let metrics = svc_tests::http::HttpClient::new(format!("http://{}", worker.metrics)).get("/metrics").await.text();
+    assert!(metrics.contains("svc_worker_jobs_total{outcome=\"processed\"} 5"), "{metrics}");
+    let ready = svc_tests::http::HttpClient::new(format!("http://{}", worker.metrics)).get("/readyz").await;
+    assert_eq!(ready.status, 200);
+    let api_metrics = api.client.get("/metrics").await.text();
+    assert!(api_metrics.contains("svc_knowledge_backlog 0"), "{api_metrics}");
+    assert!(api_metrics.contains("svc_queue_jobs{state=\"waiting\"} 0"), "{api_metrics}");
+    assert!(worker.process.terminate().await.success(), "{}", worker.process.logs());
+    flush_namespace(REDIS, &ns).await;
+}
+
+#[sqlx::test(migrations = false)]
+async fn a_killed_worker_loses_nothing(pool: PgPool) {
+    let database = database_url(&pool);
+    migrate(&database).await;
+    let ns = namespace();
+    let api = Api::start(&database, &[("SVC_QUEUE_NAMESPACE", &ns), ("REDIS_URL", REDIS)]).await;
+    let tenant = tenant(&api, &database).await;
+    // A slow worker (many big sources), killed while it holds some of them.
+    let mut first = Worker::start(&database, REDIS, &ns, &[("SVC_WORKER_CONCURRENCY", "2")]).await;
+    let sources: Vec<String> = add_all(&tenant, &api, 20).await;
+    let processing = "SELECT count(*) FROM knowledge_revisions WHERE state = 'processing'";
+    for _ in 0..500 {
+        if sqlx::query_scalar::<_, i64>(processing).fetch_one(&pool).await.unwrap() > 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    first.kill().await;
+    let done = "SELECT count(*) FROM knowledge_revisions WHERE state = 'active'";
+    let at_kill = sqlx::query_scalar::<_, i64>(done).fetch_one(&pool).await.unwrap();
+    let held = sqlx::query_scalar::<_, i64>(processing).fetch_one(&pool).await.unwrap();
+    eprintln!("killed with {at_kill} of 20 active and {held} processing");
+    assert!(held > 0 && at_kill < 20, "the kill came while work was in flight");
+    let restarted = Instant::now();
+    let mut second = Worker::start(&database, REDIS, &ns, &[]).await;
+    let states = tenant.wait_all(&api, &sources, Duration::from_secs(30)).await;
+    eprintln!("every source active {:?} after the restart", restarted.elapsed());
+    assert!(states.iter().all(|s| s == "active"), "{states:?}");
+    assert_promoted_once(&pool, 20).await;
+    assert!(second.process.terminate().await.success());
+    flush_namespace(REDIS, &ns).await;
+}
+
+#[sqlx::test(migrations = false)]
+async fn the_sweeper_recovers_a_flushed_queue(pool: PgPool) {
+    let database = database_url(&pool);
+    migrate(&database).await;
+    let ns = namespace();
+    let api = Api::start(&database, &[("SVC_QUEUE_NAMESPACE", &ns), ("REDIS_URL", REDIS)]).await;
+    let tenant = tenant(&api, &database).await;
+    // No worker yet: the jobs wait in Redis, and are lost with it.
+    let sources: Vec<String> = add_all(&tenant, &api, 10).await;
+    flush_namespace(REDIS, &ns).await;
+    let mut worker = Worker::start(&database, REDIS, &ns, &[]).await;
+    let states = tenant.wait_all(&api, &sources, Duration::from_secs(30)).await;
+    assert!(states.iter().all(|s| s == "active"), "{states:?}");
+    assert!(worker.process.logs().contains("requeued"), "{}", worker.process.logs());
+    assert_promoted_once(&pool, 10).await;
+    assert!(worker.process.terminate().await.success());
+    flush_namespace(REDIS, &ns).await;
+}
+
+#[sqlx::test(migrations = false)]
+async fn adds_survive_a_redis_outage(pool: PgPool) {
+    let database = database_url(&pool);
+    migrate(&database).await;
+    let ns = namespace();
+    let mut redis = OwnRedis::start().await;
+    let url = redis.url();
+    let api = Api::start(&database, &[("SVC_QUEUE_NAMESPACE", &ns), ("REDIS_URL", &url)]).await;
+    let tenant = tenant(&api, &database).await;
+    let mut worker = Worker::start(&database, &url, &ns, &[]).await;
+    let mut accepted = Vec::new();
+    accepted.push(tenant.add(&api, 0).await);
+    redis.stop().await;
+    // Redis is down: adds still answer, or refuse with 503 and write nothing.
+    let mut refused = 0;
+    for i in 1..8 {
+        match tenant.try_add(&api, i).await {
+            (200, body) => accepted.push(body["data"]["knowledgeSource"]["id"].as_str().unwrap().to_owned()),
+            (503, _) => refused += 1,
+            (status, body) => panic!("{status}: {body}"),
+        }
+    }
+    eprintln!("during the outage: {} accepted, {refused} refused", accepted.len() - 1);
+    let stored = sqlx::query_scalar::<_, i64>("SELECT count(*) FROM knowledge_sources").fetch_one(&pool).await.unwrap();
+    assert_eq!(stored as usize, accepted.len(), "nothing half-written ({refused} refused)");
+    // The worker says at once that it is not ready.
+    worker.process.wait_for("cannot reach Redis").await;
+    redis.resume().await;
+    let states = tenant.wait_all(&api, &accepted, Duration::from_secs(45)).await;
+    assert!(states.iter().all(|s| s == "active"), "{states:?}");
+    assert_promoted_once(&pool, accepted.len()).await;
+    assert!(worker.process.terminate().await.success());
+}
+
+#[sqlx::test(migrations = false)]
+async fn two_replicas_share_the_work(pool: PgPool) {
+    let database = database_url(&pool);
+    migrate(&database).await;
+    let ns = namespace();
+    let api = Api::start(&database, &[("SVC_QUEUE_NAMESPACE", &ns), ("REDIS_URL", REDIS)]).await;
+    let tenant = tenant(&api, &database).await;
+    let mut a = Worker::start(&database, REDIS, &ns, &[]).await;
+    let mut b = Worker::start(&database, REDIS, &ns, &[]).await;
+    let sources: Vec<String> = add_all(&tenant, &api, 50).await;
+    let states = tenant.wait_all(&api, &sources, Duration::from_secs(60)).await;
+    assert!(states.iter().all(|s| s == "active"), "{states:?}");
+    assert_promoted_once(&pool, 50).await;
+    for worker in [&mut a, &mut b] {
+        let text = svc_tests::http::HttpClient::new(format!("http://{}", worker.metrics)).get("/metrics").await.text();
+        assert!(text.contains("svc_worker_jobs_total{outcome=\"processed\"}"), "{text}");
+    }
+    assert!(a.process.terminate().await.success() && b.process.terminate().await.success());
+    flush_namespace(REDIS, &ns).await;
+}
+
+#[sqlx::test(migrations = false)]
+async fn a_worker_without_its_dependencies_is_not_ready_and_says_so(pool: PgPool) {
+    let database = database_url(&pool);
+    migrate(&database).await;
+    let nowhere = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        format!("redis://127.0.0.1:{}", listener.local_addr().unwrap().port())
+    };
+    let mut process = svc_tests::process::Spawned::start(
+        "svc-worker",
+        &[],
+        &[
+            ("DATABASE_URL", &database),
+            ("REDIS_URL", &nowhere),
+            ("SVC_WORKER_METRICS_BIND", "127.0.0.1:0"),
+            ("RUST_LOG", "info"),
+        ],
+    );
+    let started = Instant::now();
+    process.wait_for("cannot reach Redis").await;
+    assert!(started.elapsed() < Duration::from_secs(10), "said so at once");
+    assert!(process.terminate().await.success(), "{}", process.logs());
+}
+
+/// Adds sources `0..n` one after another; returns their ids.
+async fn add_all(tenant: &Tenant, api: &Api, n: usize) -> Vec<String> {
+    let mut ids = Vec::with_capacity(n);
+    for i in 0..n {
+        ids.push(tenant.add(api, i).await);
+    }
+    ids
+}
