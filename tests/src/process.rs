@@ -47,7 +47,12 @@ pub struct Spawned {
 
 impl Spawned {
     pub fn start(name: &str, args: &[&str], envs: &[(&str, &str)]) -> Self {
-        let mut child = Command::new(binary(name))
+        Self::start_at(&binary(name), args, envs)
+    }
+
+    /// [`Spawned::start`] for a binary at `path`.
+    pub fn start_at(path: &std::path::Path, args: &[&str], envs: &[(&str, &str)]) -> Self {
+        let mut child = Command::new(path)
             .args(args)
             .envs(envs.iter().copied())
             .stdout(Stdio::null())

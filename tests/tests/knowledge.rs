@@ -263,3 +263,69 @@ async fn add_all(tenant: &Tenant, api: &Api, n: usize) -> Vec<String> {
     }
     ids
 }
+
+/// A 100-entry run: the worker is killed mid-run and started again; polling by
+/// replay shows the checkpoint grow, then the run completes with every entry
+/// applied exactly once.
+#[sqlx::test(migrations = false)]
+async fn a_reconcile_run_survives_a_killed_worker(pool: PgPool) {
+    let database = database_url(&pool);
+    migrate(&database).await;
+    let ns = namespace();
+    let api = Api::start(&database, &[("SVC_QUEUE_NAMESPACE", &ns), ("REDIS_URL", REDIS)]).await;
+    let tenant = tenant(&api, &database).await;
+    let sources: Vec<Value> = (0..100)
+        .map(|i| {
+            let text = format!("{}\n\nEntry {i}.", content(i).repeat(20));
+            json!({ "key": format!("kb-{i}"), "title": format!("KB {i}"),
+                    "provenance": { "kind": "repository", "uri": format!("kb/{i}.md") }, "revision": "v1",
+                    "digest": svc_contract::digest::sha256_prefixed(text.as_bytes()), "content": text })
+        })
+        .collect();
+    let request = json!({ "agentId": tenant.agent, "manifest": { "version": 1, "sources": sources },
+                          "dryRun": false, "idempotencyKey": "kb-sync-0001" });
+    let replay = || api.op("knowledge-sources/reconcile", &tenant.token, Some(&tenant.workspace), &request);
+    let (status, first) = replay().await;
+    assert_eq!(status, 200, "{first}");
+    assert_eq!((first["data"]["status"].clone(), first["data"]["checkpoint"].clone()), (json!("applying"), json!(0)));
+
+    let mut worker = Worker::start(&database, REDIS, &ns, &[]).await;
+    let checkpoint = "SELECT checkpoint FROM reconcile_runs";
+    let mut seen = vec![0];
+    loop {
+        let at: i32 = sqlx::query_scalar(checkpoint).fetch_one(&pool).await.unwrap();
+        if at > 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    worker.kill().await;
+    let at_kill: i32 = sqlx::query_scalar(checkpoint).fetch_one(&pool).await.unwrap();
+    eprintln!("killed at checkpoint {at_kill} of 100");
+    assert!(at_kill < 100, "the kill came mid-run");
+    let mut worker = Worker::start(&database, REDIS, &ns, &[]).await;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let done = loop {
+        let (status, body) = replay().await;
+        assert_eq!(status, 200, "{body}");
+        let at = body["data"]["checkpoint"].as_u64().unwrap();
+        assert!(at >= *seen.last().unwrap() as u64, "the checkpoint never goes back: {seen:?} then {at}");
+        seen.push(at as i32);
+        if body["data"]["status"] == "completed" {
+            break body;
+        }
+        assert!(Instant::now() < deadline, "not completed: {body}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    seen.dedup();
+    eprintln!("checkpoints seen by replay: {seen:?}");
+    assert!(seen.len() > 2, "replays saw the run progress: {seen:?}");
+    assert_eq!(done["data"]["checkpoint"], 100);
+    let pool = &pool;
+    let count = |sql: &'static str| async move { sqlx::query_scalar::<_, i64>(sql).fetch_one(pool).await.unwrap() };
+    assert_eq!(count("SELECT count(*) FROM knowledge_sources").await, 100);
+    assert_eq!(count("SELECT count(*) FROM knowledge_revisions").await, 100, "each entry applied once");
+    assert_eq!(count("SELECT count(*) FROM reconcile_entries WHERE applied_action = 'add'").await, 100);
+    assert!(worker.process.terminate().await.success());
+    flush_namespace(REDIS, &ns).await;
+}

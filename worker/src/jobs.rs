@@ -6,14 +6,16 @@ use std::time::{Duration, Instant};
 use apalis::prelude::{BoxDynError, Data};
 use backon::{ExponentialBuilder, Retryable};
 use sqlx::PgPool;
-use svc_core::jobs::Job;
+use svc_core::jobs::{Job, Queue};
 use svc_core::knowledge::{self, Outcome, Processing};
+use svc_core::reconcile;
 
 use crate::metrics::{JobOutcome, Metrics};
 
 /// What every job shares.
 pub struct Context {
     pub pool: PgPool,
+    pub queue: Arc<Queue>,
     pub processing: Processing,
     pub metrics: Arc<Metrics>,
 }
@@ -57,6 +59,9 @@ pub async fn handle(job: Job, context: Data<Arc<Context>>) -> Result<(), BoxDynE
 async fn run(context: &Context, job: Job) -> Result<Outcome, svc_core::error::Error> {
     match job {
         Job::ProcessRevision { revision } => knowledge::process(&context.pool, revision, &context.processing).await,
-        Job::ApplyReconcile { .. } => Ok(Outcome::Skipped),
+        Job::ApplyReconcile { run } => Ok(match reconcile::apply(&context.pool, run, Some(&context.queue)).await? {
+            reconcile::Applied::Done => Outcome::Promoted,
+            reconcile::Applied::Nothing => Outcome::Skipped,
+        }),
     }
 }

@@ -76,6 +76,7 @@ async fn run(config: Config) -> anyhow::Result<()> {
 
     let context = Arc::new(jobs::Context {
         pool,
+        queue: queue.clone(),
         processing: Processing {
             worker: worker_name(0),
             lease: Config::secs(config.lease_secs),

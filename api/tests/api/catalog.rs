@@ -35,6 +35,21 @@ async fn every_mutation_guards_its_idempotency_key(pool: PgPool) {
     svc_core::admin::plan_set(&app.pool, &ws, "pro", &[]).await.unwrap();
     let agent = app.agent(&owner, &ws, "Helper").await;
     let (key_id, _) = app.api_key(&owner, &ws, json!({ "preset": "read_only" })).await;
+    let source = {
+        let added = app
+            .op("knowledge-sources/add", &owner.token, Some(&ws), crate::knowledge::add_input(&agent, "base", "Base."))
+            .await;
+        assert_ok("knowledge-sources/add", &added)["knowledgeSource"]["id"].as_str().unwrap().to_owned()
+    };
+    let replace = |content: &str| {
+        let mut input = crate::knowledge::add_input(&agent, "unused", content);
+        let object = input.as_object_mut().unwrap();
+        object.remove("key");
+        object.insert("sourceId".into(), json!(source));
+        input
+    };
+    let manifest =
+        |sources: serde_json::Value| json!({ "agentId": agent, "manifest": { "version": 1, "sources": sources } });
     let (revoke_id, _) = app.api_key(&owner, &ws, json!({ "preset": "read_only" })).await;
     let cases = [
         ("workspaces/create", json!({ "name": "One" }), json!({ "name": "Two" })),
@@ -53,6 +68,18 @@ async fn every_mutation_guards_its_idempotency_key(pool: PgPool) {
             json!({ "apiKeyId": key_id, "confirm": true }),
         ),
         (
+            "knowledge-sources/add",
+            crate::knowledge::add_input(&agent, "one", "One."),
+            crate::knowledge::add_input(&agent, "two", "Two."),
+        ),
+        ("knowledge-sources/replace", replace("Replaced once."), replace("Replaced twice.")),
+        ("knowledge-sources/reconcile", manifest(json!([])), manifest(json!([{ "key": "gone", "tombstone": true }]))),
+        (
+            "knowledge-sources/delete",
+            json!({ "agentId": agent, "sourceId": source, "tombstone": true, "prune": true, "confirm": source }),
+            json!({ "agentId": agent, "sourceId": "ks_00000000000000000000000000", "tombstone": true, "prune": true, "confirm": "ks_00000000000000000000000000" }),
+        ),
+        (
             "agents/delete",
             json!({ "agentId": agent, "confirm": true }),
             json!({ "agentId": "agt_00000000000000000000000000", "confirm": true }),
@@ -65,11 +92,14 @@ async fn every_mutation_guards_its_idempotency_key(pool: PgPool) {
             input
         };
         assert_ok(path, &app.op(path, &owner.token, Some(&ws), with_key(first)).await);
-        let before = app.count("SELECT (SELECT count(*) FROM agents) + (SELECT count(*) FROM api_keys) + (SELECT count(*) FROM workspaces)").await;
+        let everything = "SELECT (SELECT count(*) FROM agents WHERE deleted_at IS NULL) + (SELECT count(*) FROM api_keys) \
+            + (SELECT count(*) FROM workspaces) + (SELECT count(*) FROM knowledge_revisions) \
+            + (SELECT count(*) FROM knowledge_sources WHERE deleted_at IS NULL) + (SELECT count(*) FROM reconcile_runs)";
+        let before = app.count(everything).await;
         let body =
             assert_problem(&app.op(path, &owner.token, Some(&ws), with_key(second)).await, 409, "idempotency_conflict");
         assert_eq!(body["error"]["details"]["reason"], "key_reused", "{path}");
-        let after = app.count("SELECT (SELECT count(*) FROM agents) + (SELECT count(*) FROM api_keys) + (SELECT count(*) FROM workspaces)").await;
+        let after = app.count(everything).await;
         assert_eq!(before, after, "{path} changed nothing");
     }
     // The conflicting revoke did not revoke `key_id`: the active keys are it, its

@@ -13,4 +13,5 @@ mod idempotency;
 mod identity;
 mod knowledge;
 mod mcp;
+mod reconcile;
 mod workspaces;

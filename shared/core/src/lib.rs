@@ -18,6 +18,7 @@ pub mod ids;
 pub mod jobs;
 pub mod knowledge;
 mod ops;
+pub mod reconcile;
 pub mod runtime;
 pub mod service;
 pub mod slug;

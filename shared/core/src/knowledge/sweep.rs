@@ -4,8 +4,9 @@
 //! after its commit) or held by a worker that died. PostgreSQL knows what is
 //! unfinished, so the sweeper, run by every worker but by one at a time across
 //! them, re-sends a job for every unfinished revision that nobody holds and
-//! whose last job is older than `requeue_after`, and fails every revision past
-//! the processing deadline (`processing_timeout`).
+//! whose last job is older than `requeue_after` (and for every reconcile run
+//! that made no progress for as long), and fails every revision past the
+//! processing deadline (`processing_timeout`).
 
 use std::time::Duration;
 
@@ -65,8 +66,13 @@ async fn sweep_held(pool: &PgPool, queue: Option<&Queue>, settings: &Sweep) -> R
     if let Some(queue) = queue {
         let mut conn = pool.acquire().await?;
         let stale = store::knowledge::take_stale(&mut conn, settings.requeue_after.as_secs_f64(), BATCH).await?;
+        let runs = store::reconcile::take_stale(&mut conn, settings.requeue_after.as_secs_f64(), BATCH).await?;
+        let jobs: Vec<Job> = stale
+            .into_iter()
+            .map(|revision| Job::ProcessRevision { revision })
+            .chain(runs.into_iter().map(|run| Job::ApplyReconcile { run }))
+            .collect();
         drop(conn);
-        let jobs: Vec<Job> = stale.into_iter().map(|revision| Job::ProcessRevision { revision }).collect();
         if !jobs.is_empty() {
             queue.push_all(&jobs).await.map_err(|e| crate::error::Error::internal(format!("requeue: {e}")))?;
             swept.requeued = jobs.len();

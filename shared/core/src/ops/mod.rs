@@ -17,6 +17,7 @@ mod agent;
 mod api_key;
 mod identity;
 mod knowledge;
+mod reconcile;
 mod workspace;
 
 use std::future::Future;
@@ -162,6 +163,7 @@ respond_with_data!(
     out::knowledge_source::KnowledgeSourceOutput,
     out::knowledge_source::WaitOutput,
     out::knowledge_source::DeleteOutput,
+    svc_contract::knowledge::ReconcileRun,
 );
 
 /// Every operation, with the runner its policy needs.
@@ -195,15 +197,9 @@ pub(crate) async fn dispatch(
         KnowledgeSourceWait => read::<knowledge::Wait>(ctx, session, op, input).await,
         KnowledgeSourceReplace => write::<knowledge::Replace>(ctx, session, op, input, key).await,
         KnowledgeSourceDelete => write::<knowledge::Delete>(ctx, session, op, input, key).await,
-        KnowledgeSourceReconcile
-        | PublicChatInspect
-        | PublicChatEnable
-        | PublicChatDisable
-        | PublicChatUrl
-        | WidgetInspect
-        | WidgetConfigure
-        | WidgetManifest
-        | WidgetVerify => {
+        KnowledgeSourceReconcile => write::<reconcile::Reconcile>(ctx, session, op, input, key).await,
+        PublicChatInspect | PublicChatEnable | PublicChatDisable | PublicChatUrl | WidgetInspect | WidgetConfigure
+        | WidgetManifest | WidgetVerify => {
             Err(Problem::new(ProblemCode::InternalError, format!("`{}` is not available on this server yet.", op.id))
                 .with_detail("reason", "not_implemented")
                 .into())

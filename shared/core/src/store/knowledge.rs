@@ -34,6 +34,9 @@ pub struct SourceRow {
     pub candidate_state: Option<StoredRevisionState>,
     pub candidate_imported_at: Option<OffsetDateTime>,
     pub candidate_error_code: Option<String>,
+    pub latest_state: StoredRevisionState,
+    pub active_bytes: Option<i32>,
+    pub candidate_bytes: Option<i32>,
 }
 
 #[tracing::instrument(level = "debug", skip(conn))]
@@ -53,7 +56,8 @@ pub async fn get(
                active_id AS "active_id?: RevisionId", active_revision, active_digest,
                active_state AS "active_state?: StoredRevisionState", active_imported_at, active_error_code,
                candidate_id AS "candidate_id?: RevisionId", candidate_revision, candidate_digest,
-               candidate_state AS "candidate_state?: StoredRevisionState", candidate_imported_at, candidate_error_code
+               candidate_state AS "candidate_state?: StoredRevisionState", candidate_imported_at, candidate_error_code,
+               latest_state AS "latest_state!: StoredRevisionState", active_bytes, candidate_bytes
         FROM knowledge_source_view WHERE id = $1 AND workspace_id = $2 AND agent_id = $3
         "#,
         id as SourceId,
@@ -82,7 +86,8 @@ pub async fn list(
                active_id AS "active_id?: RevisionId", active_revision, active_digest,
                active_state AS "active_state?: StoredRevisionState", active_imported_at, active_error_code,
                candidate_id AS "candidate_id?: RevisionId", candidate_revision, candidate_digest,
-               candidate_state AS "candidate_state?: StoredRevisionState", candidate_imported_at, candidate_error_code
+               candidate_state AS "candidate_state?: StoredRevisionState", candidate_imported_at, candidate_error_code,
+               latest_state AS "latest_state!: StoredRevisionState", active_bytes, candidate_bytes
         FROM knowledge_source_view
         WHERE agent_id = $1 AND ($2::uuid IS NULL OR id > $2)
         ORDER BY id
@@ -109,7 +114,8 @@ pub async fn by_keys(conn: &mut PgConnection, agent: AgentId, keys: &[String]) -
                active_id AS "active_id?: RevisionId", active_revision, active_digest,
                active_state AS "active_state?: StoredRevisionState", active_imported_at, active_error_code,
                candidate_id AS "candidate_id?: RevisionId", candidate_revision, candidate_digest,
-               candidate_state AS "candidate_state?: StoredRevisionState", candidate_imported_at, candidate_error_code
+               candidate_state AS "candidate_state?: StoredRevisionState", candidate_imported_at, candidate_error_code,
+               latest_state AS "latest_state!: StoredRevisionState", active_bytes, candidate_bytes
         FROM knowledge_source_view WHERE agent_id = $1 AND key = ANY($2)
         "#,
         agent as AgentId,

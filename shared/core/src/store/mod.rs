@@ -12,6 +12,7 @@ pub mod callers;
 pub mod entitlements;
 pub mod idempotency;
 pub mod knowledge;
+pub mod reconcile;
 pub mod types;
 pub mod usage;
 pub mod users;

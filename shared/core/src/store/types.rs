@@ -5,7 +5,7 @@
 //! its contract type.
 
 use svc_contract::Role;
-use svc_contract::knowledge::{ProvenanceKind, RevisionState};
+use svc_contract::knowledge::{PlanAction, ProvenanceKind, ReconcileStatus, RevisionState};
 use svc_contract::resources::{Language, WorkspaceStatus};
 
 /// Declares a stored enum that mirrors a contract enum variant for variant.
@@ -47,6 +47,14 @@ stored_enum!(
 stored_enum!(
     /// `agent_language`
     StoredLanguage = "agent_language" <=> Language { En, Es }
+);
+stored_enum!(
+    /// `reconcile_status`
+    StoredReconcileStatus = "reconcile_status" <=> ReconcileStatus { Planned, Applying, Completed, Failed }
+);
+stored_enum!(
+    /// `plan_action`
+    StoredPlanAction = "plan_action" <=> PlanAction { Add, Noop, Replace, Delete }
 );
 stored_enum!(
     /// `provenance_kind`

@@ -1,0 +1,74 @@
+//! Varied, realistic text for benchmarks: documents assembled from the DBpedia
+//! abstracts of the public retrieval set (`../shared/data/retrieval/`), shuffled
+//! per document by a seeded generator, with a heading every few paragraphs.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+use serde_json::Value;
+
+/// The retrieval set's corpus, beside the project (`--corpus` overrides it).
+pub fn default_path() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/data/retrieval/dbpedia/corpus.jsonl")
+}
+
+/// A title and a text.
+pub struct Abstract {
+    pub title: String,
+    pub text: String,
+}
+
+/// Reads `corpus.jsonl`: one `{_id, title, text}` per line.
+pub fn read(path: &Path) -> anyhow::Result<Vec<Abstract>> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("read {}", path.display()))?;
+    let mut abstracts = Vec::new();
+    for line in text.lines().filter(|l| !l.trim().is_empty()) {
+        let value: Value = serde_json::from_str(line)?;
+        let body = value["text"].as_str().unwrap_or_default();
+        // The set's texts end in an RDF language tag and source URL: not prose.
+        let body = body.split(" @en").next().unwrap_or(body).trim();
+        if !body.is_empty() {
+            abstracts.push(Abstract {
+                title: value["title"].as_str().unwrap_or_default().to_owned(),
+                text: body.to_owned(),
+            });
+        }
+    }
+    anyhow::ensure!(!abstracts.is_empty(), "no abstracts in {}", path.display());
+    Ok(abstracts)
+}
+
+/// xorshift64*: small, fast, and the same sequence for the same seed.
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Self {
+        Self(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
+    }
+
+    pub fn below(&mut self, n: usize) -> usize {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        (self.0.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 33) as usize % n.max(1)
+    }
+}
+
+/// Document `seed` of at most `bytes` bytes (and close to it): a title, then
+/// paragraphs drawn from the abstracts, a `##` heading every five.
+pub fn document(abstracts: &[Abstract], seed: u64, bytes: usize) -> String {
+    let mut rng = Rng::new(seed + 1);
+    let mut out = format!("# {}\n\n", abstracts[rng.below(abstracts.len())].title);
+    let mut paragraphs = 0;
+    loop {
+        let next = &abstracts[rng.below(abstracts.len())];
+        let heading = (paragraphs % 5 == 4).then(|| format!("## {}\n\n", next.title));
+        let piece = format!("{}{}\n\n", heading.unwrap_or_default(), next.text);
+        if out.len() + piece.len() > bytes {
+            break;
+        }
+        out.push_str(&piece);
+        paragraphs += 1;
+    }
+    out
+}

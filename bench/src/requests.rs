@@ -1,0 +1,359 @@
+//! Load benchmark: requests/s and latency of operations over HTTP, beside the
+//! practical limit measured in the same run: a bare axum handler doing the same
+//! single-row SELECT on the same pool.
+//!
+//! It creates its own database on the server `DATABASE_URL` points at, serves the
+//! real router in-process on a free port, drives it from keep-alive HTTP/1.1
+//! connections, prints a table, and drops the database.
+//!
+//! `cargo run --release -p svc-bench -- requests [--seconds N] [--rounds N] [--connections N] [--only NAME]`
+
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use axum::extract::{Path, State};
+use axum::routing::get;
+use axum::{Json, Router};
+use http_body_util::{BodyExt, Full};
+use hyper::body::Bytes;
+use hyper::{Method, Request};
+use hyper_util::rt::TokioIo;
+use serde_json::{Value, json};
+use sqlx::PgPool;
+use svc_core::ids::AgentId;
+use svc_tests::{ISSUER, TestIssuer};
+use tokio::net::TcpStream;
+
+struct Options {
+    seconds: u64,
+    connections: usize,
+    /// Rounds over all scenarios, interleaved so that drift in the machine's
+    /// speed hits every scenario alike; the median round is reported.
+    rounds: usize,
+    /// Runs only the scenarios whose name contains this.
+    only: Option<String>,
+}
+
+fn options(args: Vec<String>) -> anyhow::Result<Options> {
+    let mut options = Options { seconds: 5, connections: 32, rounds: 3, only: None };
+    let mut args = args.into_iter();
+    while let Some(arg) = args.next() {
+        let value = args.next().context("every option takes a value")?;
+        match arg.as_str() {
+            "--seconds" => options.seconds = value.parse()?,
+            "--connections" => options.connections = value.parse()?,
+            "--rounds" => options.rounds = value.parse::<usize>()?.max(1),
+            "--only" => options.only = Some(value),
+            other => anyhow::bail!("unknown option {other}"),
+        }
+    }
+    Ok(options)
+}
+
+/// The scenario the others are compared with.
+const LIMIT: &str = "bare SELECT (limit)";
+
+/// One load scenario: a request to send again and again.
+#[derive(Clone)]
+struct Scenario {
+    name: &'static str,
+    writes: bool,
+    method: Method,
+    path: String,
+    headers: Vec<(&'static str, String)>,
+    body: Value,
+    /// Another load run at the same time on this many connections, whose
+    /// figures are not reported (a tenant flooding its Workspace).
+    beside: Option<(Box<Scenario>, usize)>,
+}
+
+struct Measured {
+    name: &'static str,
+    requests: usize,
+    errors: usize,
+    per_second: f64,
+    p50: Duration,
+    p99: Duration,
+}
+
+pub async fn run(args: Vec<String>) -> anyhow::Result<()> {
+    let options = options(args)?;
+    let database = crate::common::Scratch::create("requests").await?;
+    let result = bench(&options, &database.url).await;
+    database.drop().await?;
+    result
+}
+
+async fn bench(options: &Options, url: &str) -> anyhow::Result<()> {
+    let pool = crate::common::migrated(url, 16).await?;
+    let issuer = TestIssuer::shared();
+    let config = crate::common::config(url, &format!("svcbench_{}", std::process::id()));
+    let state = svc_api::AppState::new(pool.clone(), &config)?;
+    let app = svc_api::router(state, &config, tokio_util::sync::CancellationToken::new())
+        .merge(Router::new().route("/bench/bare/{id}", get(bare_agent)).with_state(pool.clone()));
+    let addr = crate::common::serve(app).await?;
+    eprintln!("serving on http://{addr}");
+
+    // A User with a Workspace (limits raised so agent.create can run) and an Agent.
+    svc_core::admin::user_setup(&pool, ISSUER, "bench", "bench@example.test", None).await?;
+    let token = issuer.token("bench");
+    let auth = format!("Bearer {token}");
+    let created = call(
+        addr,
+        "/api/public/operations/workspaces/create",
+        &auth,
+        None,
+        json!({ "name": "Bench", "slug": "bench" }),
+    )
+    .await?;
+    let ws = created["data"]["workspace"]["id"].as_str().context("a Workspace")?.to_owned();
+    // agent.create gets a Workspace of its own: it makes thousands of Agents, far
+    // past any plan's limit, and they must not slow the lookups of the others.
+    let created =
+        call(addr, "/api/public/operations/workspaces/create", &auth, None, json!({ "name": "Bench creates" })).await?;
+    let create_ws = created["data"]["workspace"]["id"].as_str().context("a Workspace")?.to_owned();
+    svc_core::admin::plan_set(&pool, &create_ws, "pro", &["agents=100000000".to_owned()]).await?;
+    let agent =
+        call(addr, "/api/public/operations/agents/create", &auth, Some(&ws), json!({ "name": "Bench agent" })).await?;
+    let agent_id = agent["data"]["agent"]["id"].as_str().context("an Agent")?.to_owned();
+    let agent_uuid = AgentId::parse(&agent_id).context("an Agent id")?.0;
+    let key = call(
+        addr,
+        "/api/public/operations/api-keys/create",
+        &auth,
+        Some(&ws),
+        json!({ "name": "bench", "preset": "read_only" }),
+    )
+    .await?;
+    let key_auth = format!("Bearer {}", key["data"]["secret"].as_str().context("a key secret")?);
+    // A source no worker processes: `wait` answers "not yet" with a retry hint,
+    // the answer a polling client gets most.
+    let content = "The office opens at nine.";
+    let source = call(
+        addr,
+        "/api/public/operations/knowledge-sources/add",
+        &auth,
+        Some(&ws),
+        json!({ "agentId": agent_id, "key": "faq", "title": "FAQ", "provenance": { "kind": "manual", "uri": "faq" },
+                "revision": "1", "digest": svc_contract::digest::sha256_prefixed(content.as_bytes()), "content": content }),
+    )
+    .await?;
+    let source_id = source["data"]["knowledgeSource"]["id"].as_str().context("a source")?.to_owned();
+
+    let operation = |name, path: &str, ws: &str, body: Value| Scenario {
+        name,
+        writes: path.ends_with("create"),
+        method: Method::POST,
+        path: format!("/api/public/operations/{path}"),
+        headers: vec![
+            ("authorization", auth.clone()),
+            ("svc-workspace", ws.to_owned()),
+            ("content-type", "application/json".into()),
+        ],
+        body,
+        beside: None,
+    };
+    let flood = operation("agent.create", "agents/create", &create_ws, json!({ "name": "Flood {n}" }));
+    let scenarios = [
+        Scenario {
+            name: LIMIT,
+            writes: false,
+            method: Method::GET,
+            path: format!("/bench/bare/{agent_uuid}"),
+            headers: vec![],
+            body: Value::Null,
+            beside: None,
+        },
+        operation("identity.status", "identity/status", &ws, json!({})),
+        operation("agent.inspect (user)", "agents/inspect", &ws, json!({ "agentId": agent_id })),
+        Scenario {
+            name: "agent.inspect (API key)",
+            writes: false,
+            method: Method::POST,
+            path: "/api/public/operations/agents/inspect".into(),
+            headers: vec![("authorization", key_auth), ("content-type", "application/json".into())],
+            body: json!({ "agentId": agent_id }),
+            beside: None,
+        },
+        operation(
+            "knowledge_source.wait",
+            "knowledge-sources/wait",
+            &ws,
+            json!({ "agentId": agent_id, "sourceId": source_id }),
+        ),
+        // `{n}` makes each request's name (and so its derived slug) distinct.
+        operation("agent.create", "agents/create", &create_ws, json!({ "name": "Load {n}" })),
+        // One tenant floods its Workspace with creates on 64 connections while
+        // another reads on 8: the reader's figures are reported.
+        Scenario {
+            name: "agent.inspect beside a create flood",
+            writes: true,
+            beside: Some((Box::new(flood), 64)),
+            ..operation("", "agents/inspect", &ws, json!({ "agentId": agent_id }))
+        },
+    ];
+
+    println!(
+        "svc-bench: {} connections, {} rounds of {} s per scenario (interleaved, after a warm-up), {} cores",
+        options.connections,
+        options.rounds,
+        options.seconds,
+        std::thread::available_parallelism().map_or(1, |n| n.get())
+    );
+    let selected: Vec<&Scenario> =
+        scenarios.iter().filter(|s| options.only.as_ref().is_none_or(|o| s.name.contains(o.as_str()))).collect();
+    let mut rounds: Vec<Vec<Measured>> = selected.iter().map(|_| Vec::new()).collect();
+    for round in 0..options.rounds {
+        for (scenario, measured) in selected.iter().zip(rounds.iter_mut()) {
+            let warm_up = if round == 0 { 2 } else { 1 };
+            let (connections, duration) = match &scenario.beside {
+                Some(_) => (8, Duration::from_secs(options.seconds)),
+                None => (options.connections, Duration::from_secs(options.seconds)),
+            };
+            load(addr, scenario, connections, Duration::from_secs(warm_up)).await?;
+            let background = scenario.beside.clone().map(|(other, n)| {
+                tokio::spawn(async move { load(addr, &other, n, duration + Duration::from_millis(500)).await })
+            });
+            let result = load(addr, scenario, connections, duration).await?;
+            if let Some(background) = background {
+                let flood = background.await??;
+                eprintln!("          (the flood beside it: {:.0} req/s, {} errors)", flood.per_second, flood.errors);
+            }
+            eprintln!("round {}: {:<26} {:>8.0} req/s", round + 1, scenario.name, result.per_second);
+            measured.push(result);
+            if scenario.writes {
+                // As autovacuum would within a minute: statistics that match the
+                // grown tables, and cached plans re-made from them.
+                sqlx::query("ANALYZE").execute(&pool).await?;
+            }
+        }
+    }
+    let results: Vec<Measured> = rounds.into_iter().map(median).collect();
+    println!("\n| scenario | requests | errors | req/s | p50 ms | p99 ms | of limit |");
+    println!("| --- | ---: | ---: | ---: | ---: | ---: | ---: |");
+    let limit = results.iter().find(|r| r.name == LIMIT).map(|r| r.per_second);
+    for r in &results {
+        let share = limit.map_or("-".to_owned(), |limit| format!("{:.0}%", 100.0 * r.per_second / limit));
+        println!(
+            "| {} | {} | {} | {:.0} | {:.2} | {:.2} | {share} |",
+            r.name,
+            r.requests,
+            r.errors,
+            r.per_second,
+            r.p50.as_secs_f64() * 1e3,
+            r.p99.as_secs_f64() * 1e3,
+        );
+    }
+    Ok(())
+}
+
+/// The round with the median throughput.
+fn median(mut rounds: Vec<Measured>) -> Measured {
+    rounds.sort_by(|a, b| a.per_second.total_cmp(&b.per_second));
+    let middle = rounds.len() / 2;
+    rounds.swap_remove(middle)
+}
+
+/// The practical limit: routing, one pooled single-row SELECT, a JSON answer.
+async fn bare_agent(State(pool): State<PgPool>, Path(id): Path<uuid_like::Uuid>) -> Json<Value> {
+    let row: Option<(String, String)> =
+        sqlx::query_as("SELECT name, slug FROM agents WHERE id = $1 AND deleted_at IS NULL")
+            .bind(id.0)
+            .fetch_optional(&pool)
+            .await
+            .ok()
+            .flatten();
+    Json(json!({ "agent": row.map(|(name, slug)| json!({ "name": name, "slug": slug })) }))
+}
+
+mod uuid_like {
+    /// A path segment parsed as a UUID.
+    pub struct Uuid(pub sqlx::types::Uuid);
+    impl<'de> serde::Deserialize<'de> for Uuid {
+        fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+            let text = String::deserialize(d)?;
+            sqlx::types::Uuid::parse_str(&text).map(Uuid).map_err(serde::de::Error::custom)
+        }
+    }
+}
+
+/// One call, for set-up.
+async fn call(addr: SocketAddr, path: &str, auth: &str, ws: Option<&str>, body: Value) -> anyhow::Result<Value> {
+    let client = svc_tests::http::HttpClient::new(format!("http://{addr}"));
+    let token = auth.trim_start_matches("Bearer ");
+    let response = client.post_json(path, Some(token), ws, &body).await;
+    anyhow::ensure!(response.status == 200, "{path}: {}", response.text());
+    Ok(response.json())
+}
+
+/// Drives `connections` keep-alive connections for `duration`.
+async fn load(
+    addr: SocketAddr,
+    scenario: &Scenario,
+    connections: usize,
+    duration: Duration,
+) -> anyhow::Result<Measured> {
+    let body = Bytes::from(if scenario.body.is_null() { String::new() } else { scenario.body.to_string() });
+    let deadline = Instant::now() + duration;
+    let mut tasks = tokio::task::JoinSet::new();
+    let varies = body.windows(3).any(|w| w == b"{n}");
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    for _ in 0..connections {
+        let (method, path, headers, body) =
+            (scenario.method.clone(), scenario.path.clone(), scenario.headers.clone(), body.clone());
+        tasks.spawn(async move {
+            let stream = TcpStream::connect(addr).await?;
+            stream.set_nodelay(true)?;
+            let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
+            tokio::spawn(connection);
+            let mut latencies = Vec::new();
+            let mut errors = 0usize;
+            while Instant::now() < deadline {
+                let mut request = Request::builder().method(method.clone()).uri(&path).header("host", "127.0.0.1");
+                for (name, value) in &headers {
+                    request = request.header(*name, value);
+                }
+                let body = if varies {
+                    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed).to_string();
+                    Bytes::from(String::from_utf8_lossy(&body).replace("{n}", &n))
+                } else {
+                    body.clone()
+                };
+                let started = Instant::now();
+                let response = sender.send_request(request.body(Full::new(body))?).await?;
+                let ok = response.status().is_success();
+                response.into_body().collect().await?;
+                latencies.push(started.elapsed());
+                if !ok {
+                    errors += 1;
+                }
+            }
+            anyhow::Ok((latencies, errors))
+        });
+    }
+    let started = Instant::now();
+    let mut latencies = Vec::new();
+    let mut errors = 0;
+    for result in tasks.join_all().await {
+        let (mut l, e) = result?;
+        latencies.append(&mut l);
+        errors += e;
+    }
+    let elapsed = started.elapsed().max(duration);
+    latencies.sort_unstable();
+    let quantile = |q: f64| {
+        latencies
+            .get(((latencies.len() as f64 * q) as usize).min(latencies.len().saturating_sub(1)))
+            .copied()
+            .unwrap_or_default()
+    };
+    Ok(Measured {
+        name: scenario.name,
+        requests: latencies.len(),
+        errors,
+        per_second: latencies.len() as f64 / elapsed.as_secs_f64(),
+        p50: quantile(0.50),
+        p99: quantile(0.99),
+    })
+}
