@@ -47,8 +47,7 @@ fn main() -> ExitCode {
             exit
         }
         Err(Refusal::Clap(error)) if json => {
-            let message = error.kind().as_str().unwrap_or("The command line is not valid.").to_owned();
-            let failure = Failure::usage(format!("{message}: {}", first_line(&error)));
+            let failure = Failure::usage(usage_message(&error));
             print_json(failure.envelope());
             failure.exit_code()
         }
@@ -120,8 +119,11 @@ fn print_json(value: &Value) {
     let _ = writeln!(stdout, "{}", text.unwrap_or_default());
 }
 
-fn first_line(error: &clap::Error) -> String {
+/// clap's own sentence for what is wrong with the command line.
+fn usage_message(error: &clap::Error) -> String {
     let text = error.render().to_string();
-    let line = text.lines().next().unwrap_or_default();
-    line.trim_start_matches("error: ").to_owned()
+    match text.lines().next().and_then(|line| line.strip_prefix("error: ")) {
+        Some(sentence) => sentence.to_owned(),
+        None => "The command is incomplete; see its --help.".to_owned(),
+    }
 }
