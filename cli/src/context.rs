@@ -77,7 +77,7 @@ impl Context {
             None => Config::default(),
         };
         let profile_name = config.profile_name(globals.profile.as_deref());
-        let secrets_file = env.config_dir.clone().unwrap_or_default().join("secrets.toml");
+        let secrets_file = env.config_dir.as_ref().map(|dir| dir.join("secrets.toml"));
         let secrets = Secrets::new(env.keyring_service.clone(), secrets_file, env.file_store_only);
         Ok(Self { globals, env, config, profile_name, secrets, http: Http::default() })
     }

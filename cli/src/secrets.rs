@@ -42,7 +42,8 @@ impl Location {
 /// The credential store of this user.
 pub struct Secrets {
     service: String,
-    file: PathBuf,
+    /// The fallback file; `None` without a config folder (then only the OS store).
+    file: Option<PathBuf>,
     file_only: bool,
 }
 
@@ -54,7 +55,7 @@ struct SecretFile {
 }
 
 impl Secrets {
-    pub fn new(service: Option<String>, file: PathBuf, file_only: bool) -> Self {
+    pub fn new(service: Option<String>, file: Option<PathBuf>, file_only: bool) -> Self {
         Self { service: service.filter(|s| !s.is_empty()).unwrap_or_else(|| "svc".into()), file, file_only }
     }
 
@@ -108,13 +109,20 @@ impl Secrets {
         action(&os_entry(&self.service, account)?)
     }
 
+    fn file(&self) -> Result<&Path, Failure> {
+        self.file
+            .as_deref()
+            .ok_or_else(|| Failure::usage("No configuration folder for secrets: set XDG_CONFIG_HOME or HOME."))
+    }
+
     fn read_file(&self) -> Result<SecretFile, Failure> {
-        match fs::read_to_string(&self.file) {
+        let file = self.file()?;
+        match fs::read_to_string(file) {
             Ok(text) => toml::from_str(&text).map_err(|_| {
-                Failure::usage(format!("{} is not a valid secret file; remove it and save again.", self.file.display()))
+                Failure::usage(format!("{} is not a valid secret file; remove it and save again.", file.display()))
             }),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(SecretFile::default()),
-            Err(e) => Err(Failure::usage(format!("Cannot read {}: {e}.", self.file.display()))),
+            Err(e) => Err(Failure::usage(format!("Cannot read {}: {e}.", file.display()))),
         }
     }
 
@@ -125,7 +133,7 @@ impl Secrets {
     }
 
     fn delete_from_file(&self, account: &str) -> Result<(), Failure> {
-        if !self.file.exists() {
+        if !self.file.as_deref().is_some_and(Path::exists) {
             return Ok(());
         }
         let mut file = self.read_file()?;
@@ -137,8 +145,9 @@ impl Secrets {
 
     fn write_file(&self, file: &SecretFile) -> Result<(), Failure> {
         let text = toml::to_string(file).map_err(|e| Failure::transport(format!("Cannot encode secrets: {e}")))?;
-        write_private(&self.file, text.as_bytes())
-            .map_err(|e| Failure::usage(format!("Cannot write {}: {e}.", self.file.display())))
+        let path = self.file()?;
+        write_private(path, text.as_bytes())
+            .map_err(|e| Failure::usage(format!("Cannot write {}: {e}.", path.display())))
     }
 }
 
@@ -232,7 +241,7 @@ mod tests {
     #[test]
     fn the_file_fallback_is_private_and_forgets() {
         let dir = scratch("file");
-        let secrets = Secrets::new(None, dir.join("secrets.toml"), true);
+        let secrets = Secrets::new(None, Some(dir.join("secrets.toml")), true);
         assert_eq!(secrets.save("ci/api-key", "svck_x_y").unwrap(), Location::SecretFile);
         let loaded = secrets.load(Location::SecretFile, "ci/api-key").unwrap().unwrap();
         assert_eq!(secrecy::ExposeSecret::expose_secret(&loaded), "svck_x_y");
@@ -253,7 +262,7 @@ mod tests {
     fn the_kernel_keyring_keeps_secrets() {
         let dir = scratch("os");
         let service = format!("svc-cli-unit-{}", std::process::id());
-        let secrets = Secrets::new(Some(service), dir.join("secrets.toml"), false);
+        let secrets = Secrets::new(Some(service), Some(dir.join("secrets.toml")), false);
         assert_eq!(secrets.save("p/api-key", "svck_kernel").unwrap(), Location::OsStore);
         assert!(!dir.join("secrets.toml").exists(), "nothing written to a file");
         let loaded = secrets.load(Location::OsStore, "p/api-key").unwrap().unwrap();
