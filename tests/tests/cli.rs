@@ -373,6 +373,26 @@ async fn waiting_commands_poll_as_the_server_says() {
     assert_eq!(run.json()["meta"]["requestId"], "req_2");
     assert_eq!(capture.take().len(), 3);
 
+    // Nothing finishes: processing_timeout with the last wait's request id.
+    let capture = Capture::start_with(|n| {
+        json!({ "data": { "terminal": false, "retryAfterMs": 200, "knowledgeSource": { "state": "pending" } },
+                "meta": { "requestId": format!("req_{n}") } })
+    })
+    .await;
+    let started = Instant::now();
+    let run = cli
+        .run_with(
+            &["knowledge-source", "wait", "--agent-id", "a", "--source-id", "s", "--timeout-ms", "700", "--json"],
+            &[("SVC_ENDPOINT", &capture.base)],
+        )
+        .await
+        .expect(4);
+    let asked = capture.take().len();
+    assert!(started.elapsed() >= Duration::from_millis(700));
+    assert_eq!(run.json()["error"]["code"], "processing_timeout");
+    assert_eq!(run.json()["meta"]["requestId"], format!("req_{}", asked - 1), "the last wait's request id");
+    assert!((3..=6).contains(&asked), "asked every retryAfterMs: {asked}");
+
     // reconcile --apply: replays the same request (same key) until the run ends.
     let capture = Capture::start_with(|n| {
         let status = if n < 2 { "applying" } else { "completed" };
