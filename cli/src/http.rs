@@ -54,7 +54,8 @@ pub struct Call<'a> {
 
 impl Default for Http {
     fn default() -> Self {
-        // Built only when a TLS connection is first made, so plain-HTTP calls pay nothing.
+        // ureq builds the rustls client configuration at the first TLS connection,
+        // so plain-HTTP calls pay nothing for it.
         let tls = TlsConfig::builder()
             .provider(TlsProvider::Rustls)
             .root_certs(RootCerts::WebPki)

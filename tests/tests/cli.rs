@@ -728,6 +728,20 @@ async fn the_workspace_comes_from_the_flag_then_the_profile_then_the_only_one(po
     let created = cli.run(&["agent", "create", "--name", "InTwo", "--workspace", "two", "--json"]).await.expect(0);
     assert_eq!(id(&created, "/data/agent/workspaceId"), two);
 
+    // At a terminal, the client lists the Workspaces (oldest first) and asks.
+    if let Some(run) = cli.run_at_terminal(&["agent", "list", "--json"], "2\n").await {
+        let run = run.expect(0);
+        assert!(run.stdout.contains("1. One (one,") && run.stdout.contains("2. Two (two,"), "{run:?}");
+        // At a terminal the envelope is indented, after the prompt.
+        let start = run.stdout.find('{').expect("the envelope");
+        let envelope: Value = serde_json::Deserializer::from_str(&run.stdout[start..])
+            .into_iter()
+            .next()
+            .expect("one value")
+            .expect("JSON");
+        assert_eq!(envelope["data"]["agents"][0]["name"], "InTwo", "{run:?}");
+    }
+
     // The profile, once selected; the flag still wins over it.
     let selected = cli.run(&["workspace", "select", "--workspace", "one", "--json"]).await.expect(0);
     assert_eq!(selected.json()["workspace"]["id"], one.as_str());

@@ -192,6 +192,41 @@ impl Cli {
         }
     }
 
+    /// Runs `svc` with its stdin (and output) on a pseudo-terminal, through
+    /// util-linux `script`, typing `typed`; `None` where `script` is missing.
+    pub async fn run_at_terminal(&self, args: &[&str], typed: &str) -> Option<Run> {
+        let script = ["/usr/bin/script", "/bin/script"].into_iter().find(|p| Path::new(p).exists())?;
+        let svc = binary("svc");
+        let line = std::iter::once(svc.to_str().expect("a UTF-8 path"))
+            .chain(args.iter().copied())
+            .collect::<Vec<_>>()
+            .join(" ");
+        let mut command = self.command(&[], &[]);
+        let command = command.as_std_mut();
+        let mut terminal = Command::new(script);
+        terminal
+            .args(["--quiet", "--return", "--command", &line, "/dev/null"])
+            .env_clear()
+            .envs(command.get_envs().filter_map(|(k, v)| Some((k.to_owned(), v?.to_owned()))))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        let mut child = terminal.spawn().expect("script runs");
+        let mut stdin = child.stdin.take().expect("piped stdin");
+        stdin.write_all(typed.as_bytes()).await.expect("typed");
+        let output = tokio::time::timeout(Duration::from_secs(60), child.wait_with_output())
+            .await
+            .expect("svc finishes at the terminal")
+            .expect("script runs");
+        drop(stdin);
+        Some(Run {
+            code: output.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&output.stdout).replace('\r', ""),
+            stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+        })
+    }
+
     /// Every file under the home, as text (to look for leaked secrets).
     pub fn files_text(&self) -> String {
         fn walk(dir: &Path, out: &mut String) {
