@@ -1,0 +1,123 @@
+//! Short human renderings (without `--json`): results on stdout, problems on
+//! stderr with their request id.
+
+use std::fmt::Write;
+
+use serde_json::Value;
+
+use crate::outcome::Failure;
+
+/// Fields that name an item, in the order they are shown in lists.
+const NAMING_FIELDS: [&str; 9] = ["id", "key", "slug", "name", "title", "role", "status", "state", "keyPrefix"];
+
+/// A success envelope's `data` as text: members one per line, lists one item per
+/// line, nested objects with dotted names.
+pub fn data(envelope: &Value) -> String {
+    let mut out = String::new();
+    if let Some(members) = envelope["data"].as_object() {
+        for (name, value) in members {
+            match value {
+                Value::Array(items) if items.iter().all(Value::is_object) => list(&mut out, name, items),
+                _ => fields(&mut out, name, value),
+            }
+        }
+    }
+    if let Some(cursor) = envelope.pointer("/meta/nextCursor").and_then(Value::as_str) {
+        let _ = writeln!(out, "More results: --cursor {cursor}");
+    }
+    out
+}
+
+fn list(out: &mut String, name: &str, items: &[Value]) {
+    if items.is_empty() {
+        let _ = writeln!(out, "No {name}.");
+        return;
+    }
+    for item in items {
+        let line: Vec<String> = NAMING_FIELDS.iter().filter_map(|f| item.get(*f)).filter_map(scalar).collect();
+        let _ = writeln!(out, "{}", line.join("  "));
+    }
+}
+
+fn fields(out: &mut String, name: &str, value: &Value) {
+    match value {
+        Value::Object(members) if !members.is_empty() => {
+            for (member, inner) in members {
+                fields(out, &format!("{name}.{member}"), inner);
+            }
+        }
+        Value::Array(items) if items.iter().all(|i| scalar(i).is_some()) => {
+            let items: Vec<String> = items.iter().filter_map(scalar).collect();
+            let _ = writeln!(out, "{name}: {}", items.join(", "));
+        }
+        other => {
+            let text = scalar(other).unwrap_or_else(|| other.to_string());
+            let _ = writeln!(out, "{name}: {text}");
+        }
+    }
+}
+
+fn scalar(value: &Value) -> Option<String> {
+    match value {
+        Value::String(s) => Some(s.clone()),
+        Value::Number(n) => Some(n.to_string()),
+        Value::Bool(b) => Some(b.to_string()),
+        Value::Null => Some("-".into()),
+        _ => None,
+    }
+}
+
+/// A failure as stderr text: code, message, request id, then its details.
+pub fn failure(failure: &Failure) -> String {
+    let mut out = String::new();
+    let request = failure.request_id().map(|id| format!(" (request {id})")).unwrap_or_default();
+    let _ = writeln!(out, "error: {}: {}{request}", failure.code(), failure.message());
+    if let Some(details) = failure.details() {
+        for (name, value) in details {
+            match (name.as_str(), value) {
+                ("issues", Value::Array(issues)) => {
+                    for issue in issues {
+                        let path = issue["path"].as_str().filter(|p| !p.is_empty()).unwrap_or("(input)");
+                        let _ = writeln!(out, "  {path}: {}", issue["message"].as_str().unwrap_or_default());
+                    }
+                }
+                (_, Value::Object(_) | Value::Array(_)) => {
+                    let _ = writeln!(out, "  {name}: {value}");
+                }
+                _ => {
+                    let _ = writeln!(out, "  {name}: {}", scalar(value).unwrap_or_default());
+                }
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn resources_and_lists() {
+        let agent = json!({"data": {"agent": {"id": "agt_1", "name": "Bot", "configuration": {"temperature": 0.2}}}, "meta": {"requestId": "req_1"}});
+        assert_eq!(data(&agent), "agent.configuration.temperature: 0.2\nagent.id: agt_1\nagent.name: Bot\n");
+        let list = json!({"data": {"agents": [{"id": "agt_1", "name": "Bot", "status": "active"}]}, "meta": {"requestId": "r", "nextCursor": "c1"}});
+        assert_eq!(data(&list), "agt_1  Bot  active\nMore results: --cursor c1\n");
+        assert_eq!(data(&json!({"data": {"agents": []}, "meta": {}})), "No agents.\n");
+    }
+
+    #[test]
+    fn failures_show_the_request_id_and_issues() {
+        let failure = Failure::answered(json!({
+            "error": {"code": "invalid_request", "message": "Bad.", "details": {"issues": [{"path": "/name", "message": "is required"}]}},
+            "meta": {"requestId": "req_9"}
+        }));
+        assert_eq!(render_lines(&failure), ["error: invalid_request: Bad. (request req_9)", "  /name: is required"]);
+    }
+
+    fn render_lines(f: &Failure) -> Vec<String> {
+        failure(f).lines().map(str::to_owned).collect()
+    }
+}
