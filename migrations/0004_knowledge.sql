@@ -83,7 +83,7 @@ CREATE TABLE knowledge_passages (
     language    agent_language NOT NULL,
     heading     text,
     body        text NOT NULL,
-    -- Title, heading and body, in the revision's language.
+    -- Title (weight A), heading and body, in the revision's language.
     search      tsvector NOT NULL,
     -- Word occurrences in `search` (the document length of BM25).
     tokens      integer NOT NULL,

@@ -4,6 +4,7 @@
 #![expect(clippy::unwrap_used, reason = "a test should stop at the first surprise")]
 
 mod agents;
+mod answers;
 mod api_keys;
 mod catalog;
 mod hardening;

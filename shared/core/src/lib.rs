@@ -5,6 +5,7 @@
 //! and entitlements.
 
 pub mod admin;
+pub mod answers;
 pub mod auth;
 pub mod caller;
 pub mod config;

@@ -489,8 +489,9 @@ pub struct Passages<'a> {
     pub bodies: Vec<String>,
 }
 
-/// Writes a revision's passages, indexed in its language (title, heading and
-/// body together), and their term counts. Returns the passages and word
+/// Writes a revision's passages, indexed in its language (the revision's title
+/// first, weighted `A` so ranking can tell title words apart, then heading and
+/// body), and their term counts. Returns the passages and word
 /// occurrences that have any indexable word.
 #[tracing::instrument(level = "debug", skip(conn, passages), fields(revision = %passages.revision, n = passages.bodies.len()))]
 pub async fn index(conn: &mut PgConnection, passages: &Passages<'_>) -> sqlx::Result<(i64, i64)> {
@@ -501,7 +502,8 @@ pub async fn index(conn: &mut PgConnection, passages: &Passages<'_>) -> sqlx::Re
         r#"
         WITH input AS (
             SELECT ordinality::integer - 1 AS ordinal, heading, body,
-                   to_tsvector($5::regconfig, $6 || E'\n' || coalesce(heading || E'\n', '') || body) AS search
+                   setweight(to_tsvector($5::regconfig, $6), 'A')
+                   || to_tsvector($5::regconfig, coalesce(heading || E'\n', '') || body) AS search
             FROM unnest($7::text[], $8::text[]) WITH ORDINALITY AS p(heading, body)
         ), inserted AS (
             INSERT INTO knowledge_passages (revision_id, ordinal, agent_id, source_id, language, heading, body, search, tokens)
@@ -707,5 +709,156 @@ pub async fn workspace_of(conn: &mut PgConnection, revision: RevisionId) -> sqlx
         revision as RevisionId,
     )
     .fetch_optional(conn)
+    .await
+}
+
+/// The languages an Agent's active revisions were indexed in.
+#[tracing::instrument(level = "debug", skip(conn))]
+pub async fn languages(conn: &mut PgConnection, agent: AgentId) -> sqlx::Result<Vec<StoredLanguage>> {
+    sqlx::query_scalar!(
+        r#"SELECT DISTINCT language AS "language!: StoredLanguage" FROM knowledge_revisions
+           WHERE agent_id = $1 AND state = 'active' AND language IS NOT NULL"#,
+        agent as AgentId,
+    )
+    .fetch_all(conn)
+    .await
+}
+
+/// A passage as ranking found it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Ranked {
+    pub source_id: SourceId,
+    pub revision_id: RevisionId,
+    pub ordinal: i32,
+    pub score: f64,
+}
+
+/// How ranking weighs what it finds (BM25F: BM25 over title and text, with title
+/// occurrences counted `title_weight` times).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Bm25 {
+    pub k1: f64,
+    pub b: f64,
+    pub title_weight: f64,
+}
+
+/// The best passage of each of the Agent's sources that match `question` in
+/// `language`, best first, at most `limit`: BM25F with document frequencies
+/// and lengths of the Agent's own active revisions (one statement).
+///
+/// Term frequencies come from `ts_rank` with one term: with every weight 1 it
+/// is H₂(tf)/ζ(2) (H₂ the partial sums of 1/j²), which is inverted exactly; with
+/// only weight `A` set it counts the title's occurrences, which come first.
+/// Candidates are the passages holding a term in at most half of the passages
+/// (all terms, when every one is that common): a near-universal term finds
+/// everything and adds almost nothing to a score.
+#[tracing::instrument(level = "debug", skip(conn, question))]
+pub async fn rank(
+    conn: &mut PgConnection,
+    agent: AgentId,
+    language: StoredLanguage,
+    question: &str,
+    weights: Bm25,
+    limit: i64,
+) -> sqlx::Result<Vec<Ranked>> {
+    sqlx::query_as!(
+        Ranked,
+        r#"
+        WITH stats AS (
+            SELECT coalesce(sum(passages), 0)::float8 AS n,
+                   coalesce(sum(tokens), 0)::float8 / greatest(sum(passages), 1) AS avgdl
+            FROM knowledge_revisions WHERE agent_id = $1 AND state = 'active' AND language = $2
+        ), lexemes AS (
+            SELECT DISTINCT lexeme FROM unnest(tsvector_to_array(to_tsvector($3::regconfig, $4))) AS l(lexeme)
+        ), terms AS (
+            SELECT f.df, ln(1 + (stats.n - f.df + 0.5) / (f.df + 0.5)) AS idf,
+                   ('''' || replace(replace(l.lexeme, '\', '\\'), '''', '''''') || '''')::tsquery AS term
+            FROM lexemes l CROSS JOIN stats
+            CROSS JOIN LATERAL (
+                SELECT coalesce(sum(k.passages), 0)::float8 AS df FROM knowledge_terms k
+                WHERE k.agent_id = $1 AND k.language = $2 AND k.lexeme = l.lexeme
+            ) f
+            WHERE f.df > 0
+        ), candidates AS (
+            SELECT p.source_id, p.revision_id, p.ordinal, p.search, p.tokens
+            FROM knowledge_passages p
+            WHERE p.agent_id = $1 AND p.language = $2
+              AND p.search @@ (SELECT coalesce(
+                    (SELECT string_agg(term::text, ' | ')::tsquery FROM terms WHERE df <= (SELECT n FROM stats) / 2),
+                    (SELECT string_agg(term::text, ' | ')::tsquery FROM terms)))
+        ), scored AS (
+            SELECT c.source_id, c.revision_id, c.ordinal,
+                   sum(t.idf * f.tf * ($5::float8 + 1) / (f.tf + $5::float8 * (1 - $6::float8 + $6::float8 * c.tokens / stats.avgdl))) AS score
+            FROM candidates c CROSS JOIN terms t CROSS JOIN stats
+            CROSS JOIN LATERAL (
+                SELECT round(1 / (1.64493406685 * (1 - ts_rank('{1,1,1,1}', c.search, t.term, 0))) - 0.5)
+                     + ($7::float8 - 1) * round(1 / (1.64493406685 * (1 - ts_rank('{0,0,0,1}', c.search, t.term, 0))) - 0.5)
+                     AS tf
+            ) f
+            WHERE f.tf > 0
+            GROUP BY c.source_id, c.revision_id, c.ordinal
+        ), best AS (
+            SELECT DISTINCT ON (source_id) source_id, revision_id, ordinal, score
+            FROM scored ORDER BY source_id, score DESC
+        )
+        SELECT source_id AS "source_id!: SourceId", revision_id AS "revision_id!: RevisionId",
+               ordinal AS "ordinal!", score AS "score!"
+        FROM best ORDER BY score DESC, source_id LIMIT $8
+        "#,
+        agent as AgentId,
+        language as StoredLanguage,
+        search_config(language) as &str,
+        question,
+        weights.k1,
+        weights.b,
+        weights.title_weight,
+        limit,
+    )
+    .fetch_all(conn)
+    .await
+}
+
+/// A ranked passage's text and source, with a snippet around the question's
+/// words.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Found {
+    pub source_id: SourceId,
+    pub revision_id: RevisionId,
+    pub ordinal: i32,
+    pub title: String,
+    pub uri: String,
+    pub heading: Option<String>,
+    pub body: String,
+    pub snippet: String,
+}
+
+#[tracing::instrument(level = "debug", skip(conn, question, ranked), fields(n = ranked.len()))]
+pub async fn found(
+    conn: &mut PgConnection,
+    language: StoredLanguage,
+    question: &str,
+    ranked: &[Ranked],
+) -> sqlx::Result<Vec<Found>> {
+    let revisions: Vec<Uuid> = ranked.iter().map(|r| r.revision_id.0).collect();
+    let ordinals: Vec<i32> = ranked.iter().map(|r| r.ordinal).collect();
+    sqlx::query_as!(
+        Found,
+        r#"
+        SELECT p.source_id AS "source_id: SourceId", p.revision_id AS "revision_id: RevisionId", p.ordinal,
+               r.title, r.provenance_uri AS uri, p.heading, p.body,
+               ts_headline($1::regconfig, p.body,
+                           replace(plainto_tsquery($1::regconfig, $2)::text, ' & ', ' | ')::tsquery,
+                           'MaxFragments=2, MinWords=12, MaxWords=40, StartSel="", StopSel="", FragmentDelimiter=" … "')
+                   AS "snippet!"
+        FROM unnest($3::uuid[], $4::int[]) AS w(revision_id, ordinal)
+        JOIN knowledge_passages p ON p.revision_id = w.revision_id AND p.ordinal = w.ordinal
+        JOIN knowledge_revisions r ON r.id = p.revision_id
+        "#,
+        search_config(language) as &str,
+        question,
+        &revisions,
+        &ordinals,
+    )
+    .fetch_all(conn)
     .await
 }
