@@ -45,7 +45,8 @@ pub struct AppState {
 impl AppState {
     pub fn new(pool: PgPool, config: &ServeConfig) -> anyhow::Result<Self> {
         let queue = Queue::new(config.redis_url(), &config.queue_namespace)?;
-        let service = Service::new(pool, Some(queue), config.core()?).map_err(|e| anyhow::anyhow!(e))?;
+        let service =
+            Service::new(pool, Some(queue), config.core()?).map_err(|e| anyhow::anyhow!(e))?.with_llm(config.llm()?);
         Ok(Self {
             service: Arc::new(service),
             redis: redis::Client::open(config.redis_url())?,

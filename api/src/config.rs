@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use secrecy::{ExposeSecret, SecretString};
+use svc_core::answers::{Llm, LlmConfig};
 use svc_core::runtime::Timeouts;
 use svc_core::{CoreConfig, JwksSource, OidcConfig};
 
@@ -25,6 +26,8 @@ pub const DEFAULT_BODY_READ_TIMEOUT_SECS: u64 = 30;
 pub const DEFAULT_LARGE_BODY_BUDGET_MIB: u64 = 1024;
 pub const DEFAULT_LARGE_BODY_WAIT_SECS: u64 = 10;
 pub const DEFAULT_WORKSPACE_TURN_WAIT_SECS: u64 = 10;
+pub const DEFAULT_LLM_TIMEOUT_SECS: u64 = 20;
+pub const DEFAULT_PUBLIC_ANSWERS_PER_MINUTE: u32 = 30;
 
 /// Where the database is (shared by every subcommand).
 #[derive(Clone, Debug, clap::Args)]
@@ -102,6 +105,22 @@ pub struct ServeConfig {
     /// waits for its Workspace's turn before 503 with `Retry-After`.
     #[arg(long, env = "SVC_WORKSPACE_TURN_WAIT_SECS", default_value_t = DEFAULT_WORKSPACE_TURN_WAIT_SECS)]
     pub workspace_turn_wait_secs: u64,
+    /// Base URL of an OpenAI-compatible API (up to where `chat/completions`
+    /// lives, e.g. `https://api.openai.com/v1`). Unset: extractive answers.
+    #[arg(long, env = "SVC_LLM_BASE_URL")]
+    pub llm_base_url: Option<String>,
+    /// Model of chat completions (required with the base URL).
+    #[arg(long, env = "SVC_LLM_MODEL")]
+    pub llm_model: Option<String>,
+    /// Bearer key of the model API.
+    #[arg(long, env = "SVC_LLM_API_KEY", hide_env_values = true)]
+    pub llm_api_key: Option<SecretString>,
+    /// Seconds one attempt at the model may take (two attempts at most).
+    #[arg(long, env = "SVC_LLM_TIMEOUT_SECS", default_value_t = DEFAULT_LLM_TIMEOUT_SECS)]
+    pub llm_timeout_secs: u64,
+    /// Public answers a client (IP address) may ask of one Agent per minute.
+    #[arg(long, env = "SVC_PUBLIC_ANSWERS_PER_MINUTE", default_value_t = DEFAULT_PUBLIC_ANSWERS_PER_MINUTE)]
+    pub public_answers_per_minute: u32,
 }
 
 impl ServeConfig {
@@ -129,6 +148,20 @@ impl ServeConfig {
         let mut core = CoreConfig::new(self.public_base_url(), self.oidc()?);
         core.gate_wait = Duration::from_secs(self.workspace_turn_wait_secs);
         Ok(core)
+    }
+
+    /// The model answers come from, if one is configured.
+    pub fn llm(&self) -> anyhow::Result<Option<Llm>> {
+        let Some(base_url) = &self.llm_base_url else { return Ok(None) };
+        let model =
+            self.llm_model.clone().ok_or_else(|| anyhow::anyhow!("SVC_LLM_MODEL is required with SVC_LLM_BASE_URL"))?;
+        let config = LlmConfig {
+            base_url: base_url.clone(),
+            model,
+            api_key: self.llm_api_key.as_ref().map(|k| k.expose_secret().to_owned()),
+            timeout: Duration::from_secs(self.llm_timeout_secs.max(1)),
+        };
+        Ok(Some(Llm::new(config).map_err(|e| anyhow::anyhow!(e))?))
     }
 
     pub fn body_policy(&self) -> BodyPolicy {
@@ -188,6 +221,11 @@ impl Default for ServeConfig {
             large_body_budget_mib: DEFAULT_LARGE_BODY_BUDGET_MIB,
             large_body_wait_secs: DEFAULT_LARGE_BODY_WAIT_SECS,
             workspace_turn_wait_secs: DEFAULT_WORKSPACE_TURN_WAIT_SECS,
+            llm_base_url: None,
+            llm_model: None,
+            llm_api_key: None,
+            llm_timeout_secs: DEFAULT_LLM_TIMEOUT_SECS,
+            public_answers_per_minute: DEFAULT_PUBLIC_ANSWERS_PER_MINUTE,
         }
     }
 }

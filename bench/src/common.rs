@@ -81,3 +81,135 @@ pub async fn migrated(url: &str, connections: u32) -> anyhow::Result<PgPool> {
     sqlx::migrate!("../migrations").run(&pool).await?;
     Ok(pool)
 }
+
+/// The real API (in-process) and `svc-worker` processes (release binaries) over
+/// a scratch database, with a User, a Workspace on the pro plan and an Agent.
+pub struct Stack {
+    pub scratch: Scratch,
+    pub pool: PgPool,
+    pub client: svc_tests::http::HttpClient,
+    pub token: String,
+    pub workspace: String,
+    pub agent: String,
+    namespace: String,
+    workers: Vec<svc_tests::process::Spawned>,
+}
+
+impl Stack {
+    pub async fn start(purpose: &str, workers: usize) -> anyhow::Result<Self> {
+        let scratch = Scratch::create(purpose).await?;
+        let pool = migrated(&scratch.url, 16).await?;
+        let namespace = format!("svcbench_{purpose}_{}", std::process::id());
+        let config = config(&scratch.url, &namespace);
+        let state = svc_api::AppState::new(pool.clone(), &config)?;
+        let addr = serve(svc_api::router(state, &config, tokio_util::sync::CancellationToken::new())).await?;
+        let client = svc_tests::http::HttpClient::new(format!("http://{addr}"));
+        svc_core::admin::user_setup(&pool, ISSUER, purpose, "bench@example.test", None).await?;
+        let token = TestIssuer::shared().token(purpose);
+        let created = client
+            .post_json(
+                "/api/public/operations/workspaces/create",
+                Some(&token),
+                None,
+                &serde_json::json!({ "name": purpose }),
+            )
+            .await;
+        anyhow::ensure!(created.status == 200, "{}", created.text());
+        let workspace = created.json()["data"]["workspace"]["id"].as_str().context("a Workspace")?.to_owned();
+        svc_core::admin::plan_set(&pool, &workspace, "pro", &[]).await?;
+        let agent = client
+            .post_json(
+                "/api/public/operations/agents/create",
+                Some(&token),
+                Some(&workspace),
+                &serde_json::json!({ "name": purpose }),
+            )
+            .await;
+        let agent = agent.json()["data"]["agent"]["id"].as_str().context("an Agent")?.to_owned();
+        let binary = std::env::current_exe()?.with_file_name("svc-worker");
+        anyhow::ensure!(binary.exists(), "build the release binaries first: cargo build --release --workspace --bins");
+        let mut spawned = Vec::new();
+        for _ in 0..workers {
+            let mut process = svc_tests::process::Spawned::start_at(
+                &binary,
+                &[],
+                &[
+                    ("DATABASE_URL", scratch.url.as_str()),
+                    ("SVC_QUEUE_NAMESPACE", namespace.as_str()),
+                    ("SVC_WORKER_METRICS_BIND", "127.0.0.1:0"),
+                    ("RUST_LOG", "info"),
+                ],
+            );
+            process.wait_for("svc-worker started").await;
+            spawned.push(process);
+        }
+        Ok(Self { scratch, pool, client, token, workspace, agent, namespace, workers: spawned })
+    }
+
+    /// Adds sources `(key, title, content)` through the API, `senders` at a time.
+    pub async fn add_all(&self, documents: Vec<(String, String, String)>, senders: usize) -> anyhow::Result<()> {
+        let mut sends = tokio::task::JoinSet::new();
+        let per = documents.len().div_ceil(senders.max(1)).max(1);
+        let mut documents = documents.into_iter();
+        loop {
+            let chunk: Vec<_> = documents.by_ref().take(per).collect();
+            if chunk.is_empty() {
+                break;
+            }
+            let (client, token, workspace, agent) =
+                (self.client.clone(), self.token.clone(), self.workspace.clone(), self.agent.clone());
+            sends.spawn(async move {
+                for (key, title, content) in chunk {
+                    let input = serde_json::json!({
+                        "agentId": agent, "key": key, "title": title,
+                        "provenance": { "kind": "repository", "uri": format!("docs/{key}") },
+                        "revision": "v1", "digest": svc_contract::digest::sha256_prefixed(content.as_bytes()),
+                        "content": content,
+                    });
+                    let added = client
+                        .post_json(
+                            "/api/public/operations/knowledge-sources/add",
+                            Some(&token),
+                            Some(&workspace),
+                            &input,
+                        )
+                        .await;
+                    anyhow::ensure!(added.status == 200, "{}", added.text());
+                }
+                anyhow::Ok(())
+            });
+        }
+        for sent in sends.join_all().await {
+            sent?;
+        }
+        Ok(())
+    }
+
+    /// Waits until `wanted` revisions are active (none may fail).
+    pub async fn wait_active(&self, wanted: i64) -> anyhow::Result<()> {
+        let started = std::time::Instant::now();
+        loop {
+            let (active, failed): (i64, i64) = sqlx::query_as(
+                "SELECT count(*) FILTER (WHERE state = 'active'), count(*) FILTER (WHERE state = 'failed') FROM knowledge_revisions",
+            )
+            .fetch_one(&self.pool)
+            .await?;
+            anyhow::ensure!(failed == 0, "{failed} revisions failed");
+            if active >= wanted {
+                return Ok(());
+            }
+            anyhow::ensure!(started.elapsed() < Duration::from_secs(3600), "not done in an hour");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    pub async fn stop(self) -> anyhow::Result<()> {
+        for mut process in self.workers {
+            process.terminate().await;
+        }
+        self.pool.close().await;
+        self.scratch.drop().await?;
+        svc_tests::stack::flush_namespace("redis://127.0.0.1:6379", &self.namespace).await;
+        Ok(())
+    }
+}

@@ -7,16 +7,12 @@
 //!  cargo run --release -p svc-bench -- ingest [--sources 100] [--bytes 750000] [--workers 1,2] [--corpus PATH]`
 
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use anyhow::Context;
-use serde_json::json;
 use svc_core::knowledge::passages;
-use svc_tests::http::HttpClient;
-use svc_tests::process::Spawned;
-use svc_tests::{ISSUER, TestIssuer};
 
-use crate::common::{self, Scratch};
+use crate::common::{self, Scratch, Stack};
 use crate::corpus;
 
 struct Options {
@@ -46,22 +42,27 @@ fn options(args: Vec<String>) -> anyhow::Result<Options> {
     Ok(options)
 }
 
-struct Document {
-    key: String,
-    title: String,
-    content: String,
+pub struct Document {
+    pub key: String,
+    pub title: String,
+    pub content: String,
+}
+
+/// `count` documents of at most `bytes` bytes from the corpus at `path`.
+pub fn documents(path: &std::path::Path, count: usize, bytes: usize) -> anyhow::Result<Vec<Document>> {
+    let abstracts = corpus::read(path)?;
+    Ok((0..count)
+        .map(|i| Document {
+            key: format!("doc-{i}"),
+            title: format!("Document {i}"),
+            content: corpus::document(&abstracts, i as u64, bytes),
+        })
+        .collect())
 }
 
 pub async fn run(args: Vec<String>) -> anyhow::Result<()> {
     let options = options(args)?;
-    let abstracts = corpus::read(&options.corpus)?;
-    let documents: Vec<Document> = (0..options.sources)
-        .map(|i| Document {
-            key: format!("doc-{i}"),
-            title: format!("Document {i}"),
-            content: corpus::document(&abstracts, i as u64, options.bytes),
-        })
-        .collect();
+    let documents = documents(&options.corpus, options.sources, options.bytes)?;
     let total: usize = documents.iter().map(|d| d.content.len()).sum();
     let mb = total as f64 / 1e6;
     println!(
@@ -91,7 +92,8 @@ pub async fn run(args: Vec<String>) -> anyhow::Result<()> {
 
 /// COPY of every passage, with its tsvector computed by PostgreSQL as the row
 /// is stored, into a table with the same GIN index as `knowledge_passages`.
-async fn copy_limit(documents: &[Document]) -> anyhow::Result<(f64, usize)> {
+/// Returns the seconds and the passages.
+pub async fn copy_limit(documents: &[Document]) -> anyhow::Result<(f64, usize)> {
     let scratch = Scratch::create("copy").await?;
     let pool = common::migrated(&scratch.url, 2).await?;
     sqlx::query(
@@ -134,98 +136,14 @@ fn escape(text: &str) -> String {
 
 /// Seconds from the first add to every source active.
 async fn pipeline(documents: &[Document], workers: usize, senders: usize) -> anyhow::Result<f64> {
-    let scratch = Scratch::create(&format!("ingest{workers}")).await?;
-    let pool = common::migrated(&scratch.url, 16).await?;
-    let namespace = format!("svcbench_{}_{workers}", std::process::id());
-    let config = common::config(&scratch.url, &namespace);
-    let state = svc_api::AppState::new(pool.clone(), &config)?;
-    let addr = common::serve(svc_api::router(state, &config, tokio_util::sync::CancellationToken::new())).await?;
-    let client = HttpClient::new(format!("http://{addr}"));
-    svc_core::admin::user_setup(&pool, ISSUER, "ingest", "ingest@example.test", None).await?;
-    let token = TestIssuer::shared().token("ingest");
-    let created = client
-        .post_json("/api/public/operations/workspaces/create", Some(&token), None, &json!({ "name": "Ingest" }))
-        .await;
-    anyhow::ensure!(created.status == 200, "{}", created.text());
-    let workspace = created.json()["data"]["workspace"]["id"].as_str().context("a Workspace")?.to_owned();
-    svc_core::admin::plan_set(&pool, &workspace, "pro", &[]).await?;
-    let agent = client
-        .post_json("/api/public/operations/agents/create", Some(&token), Some(&workspace), &json!({ "name": "Ingest" }))
-        .await;
-    let agent = agent.json()["data"]["agent"]["id"].as_str().context("an Agent")?.to_owned();
-
-    let worker_binary = std::env::current_exe()?.with_file_name("svc-worker");
-    anyhow::ensure!(
-        worker_binary.exists(),
-        "build the release binaries first: cargo build --release --workspace --bins"
-    );
-    let mut processes = Vec::new();
-    for _ in 0..workers {
-        let mut process = Spawned::start_at(
-            &worker_binary,
-            &[],
-            &[
-                ("DATABASE_URL", scratch.url.as_str()),
-                ("SVC_QUEUE_NAMESPACE", namespace.as_str()),
-                ("SVC_WORKER_METRICS_BIND", "127.0.0.1:0"),
-                ("RUST_LOG", "info"),
-            ],
-        );
-        process.wait_for("svc-worker started").await;
-        processes.push(process);
-    }
-
+    let stack = Stack::start(&format!("ingest{workers}"), workers).await?;
     let started = Instant::now();
-    let mut sends = tokio::task::JoinSet::new();
-    for chunk in documents.chunks(documents.len().div_ceil(senders.max(1))) {
-        let inputs: Vec<serde_json::Value> = chunk
-            .iter()
-            .map(|d| {
-                json!({
-                    "agentId": agent, "key": d.key, "title": d.title,
-                    "provenance": { "kind": "repository", "uri": format!("docs/{}.md", d.key) },
-                    "revision": "v1", "digest": svc_contract::digest::sha256_prefixed(d.content.as_bytes()),
-                    "content": d.content,
-                })
-            })
-            .collect();
-        let (client, token, workspace) = (client.clone(), token.clone(), workspace.clone());
-        sends.spawn(async move {
-            for input in inputs {
-                let added = client
-                    .post_json("/api/public/operations/knowledge-sources/add", Some(&token), Some(&workspace), &input)
-                    .await;
-                anyhow::ensure!(added.status == 200, "{}", added.text());
-            }
-            anyhow::Ok(())
-        });
-    }
-    for sent in sends.join_all().await {
-        sent?;
-    }
+    let sources = documents.iter().map(|d| (d.key.clone(), d.title.clone(), d.content.clone())).collect();
+    stack.add_all(sources, senders).await?;
     let accepted = started.elapsed();
-    let wanted = documents.len() as i64;
-    loop {
-        let active: i64 = sqlx::query_scalar("SELECT count(*) FROM knowledge_revisions WHERE state = 'active'")
-            .fetch_one(&pool)
-            .await?;
-        let failed: i64 = sqlx::query_scalar("SELECT count(*) FROM knowledge_revisions WHERE state = 'failed'")
-            .fetch_one(&pool)
-            .await?;
-        anyhow::ensure!(failed == 0, "{failed} revisions failed");
-        if active == wanted {
-            break;
-        }
-        anyhow::ensure!(started.elapsed() < Duration::from_secs(1800), "not done in 30 minutes");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    stack.wait_active(documents.len() as i64).await?;
     let secs = started.elapsed().as_secs_f64();
     eprintln!("{workers} worker(s): adds accepted in {:.1} s, all active in {secs:.1} s", accepted.as_secs_f64());
-    for mut process in processes {
-        process.terminate().await;
-    }
-    pool.close().await;
-    scratch.drop().await?;
-    svc_tests::stack::flush_namespace("redis://127.0.0.1:6379", &namespace).await;
+    stack.stop().await?;
     Ok(secs)
 }

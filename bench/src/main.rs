@@ -7,10 +7,16 @@
 //! - `ingest`: 100 sources of 750,000 bytes through the API and 1 or 2 real
 //!   `svc-worker` processes, beside the same passages COPY'd into PostgreSQL.
 //!   Needs the release binaries: `cargo build --release --workspace --bins`.
+//! - `reconcile`: a 100 x 750,000-byte manifest applied with 1 and 2 workers,
+//!   and planned against an Agent that already has it.
+//! - `answers`: the answer engine's ranking quality (nDCG@5 beside BM25) and
+//!   speed (answers/s, p99, retrieval time) with the same stack.
 
+mod answers;
 mod common;
 mod corpus;
 mod ingest;
+mod reconcile;
 mod requests;
 
 /// The same allocator as `svc-api`, so the figures are the server's.
@@ -25,7 +31,9 @@ fn main() -> anyhow::Result<()> {
         match command.as_str() {
             "requests" => requests::run(args).await,
             "ingest" => ingest::run(args).await,
-            other => anyhow::bail!("unknown benchmark {other}: requests or ingest"),
+            "answers" => answers::run(args).await,
+            "reconcile" => reconcile::run(args).await,
+            other => anyhow::bail!("unknown benchmark {other}: requests, ingest, reconcile or answers"),
         }
     })
 }

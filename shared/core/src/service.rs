@@ -9,6 +9,7 @@ use svc_contract::identity::SecretLocation;
 use svc_contract::{AuthKind, Operation, Problem, ProblemCode, Scope, WorkspaceRequirement};
 use time::OffsetDateTime;
 
+use crate::answers::Llm;
 use crate::auth::jwt::JwtVerifier;
 use crate::auth::{self, Credential, api_key};
 use crate::caller::{Caller, KeyHolder, Principal, Selection, User, WorkspaceContext};
@@ -46,6 +47,7 @@ pub struct Service {
     pub(crate) config: CoreConfig,
     pub(crate) gates: Gates,
     queue: Option<Queue>,
+    llm: Option<Llm>,
     backlog: Backlog,
     jwt: Option<JwtVerifier>,
     validators: Validators,
@@ -57,7 +59,26 @@ impl Service {
     pub fn new(pool: PgPool, queue: Option<Queue>, config: CoreConfig) -> Result<Self, String> {
         let jwt = config.oidc.as_ref().map(JwtVerifier::new).transpose()?;
         let gates = Gates::new(config.gate_wait);
-        Ok(Self { pool, config, gates, queue, backlog: Backlog::default(), jwt, validators: Validators::new()? })
+        Ok(Self {
+            pool,
+            config,
+            gates,
+            queue,
+            llm: None,
+            backlog: Backlog::default(),
+            jwt,
+            validators: Validators::new()?,
+        })
+    }
+
+    /// Answers come from `llm` (instead of being extractive).
+    pub fn with_llm(mut self, llm: Option<Llm>) -> Self {
+        self.llm = llm;
+        self
+    }
+
+    pub fn llm(&self) -> Option<&Llm> {
+        self.llm.as_ref()
     }
 
     pub fn queue(&self) -> Option<&Queue> {

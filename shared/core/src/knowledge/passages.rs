@@ -52,6 +52,19 @@ pub fn split(text: &str) -> Vec<Passage> {
     splitter.finish()
 }
 
+/// Words in `text`: runs of letters and digits. A passage's length for BM25
+/// (PostgreSQL's own token count would cost a pass over every tsvector).
+pub fn words(text: &str) -> usize {
+    let mut count = 0;
+    let mut inside = false;
+    for c in text.chars() {
+        let letter = c.is_alphanumeric();
+        count += usize::from(letter && !inside);
+        inside = letter;
+    }
+    count
+}
+
 /// `# Title` (1 to 6 `#`, then a space): its level and text.
 fn atx_heading(line: &str) -> Option<(usize, &str)> {
     let trimmed = line.trim_start();
@@ -245,6 +258,13 @@ mod tests {
         let total: usize = passages.iter().map(|p| p.body.matches('é').count()).sum();
         assert_eq!(total, 4000);
         assert_eq!(passages.iter().map(|p| p.body.matches("lorem").count()).sum::<usize>(), 600);
+    }
+
+    #[test]
+    fn words_are_runs_of_letters_and_digits() {
+        assert_eq!(words("Hello, world! It's 2026 — ¿qué tal?"), 7);
+        assert_eq!(words(""), 0);
+        assert_eq!(words("  ...  "), 0);
     }
 
     #[test]

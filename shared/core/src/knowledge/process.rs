@@ -117,8 +117,14 @@ async fn attempt(pool: &PgPool, revision: RevisionId, processing: &Processing) -
         return fail(pool, revision, error_code::DIGEST_MISMATCH).await;
     }
     let split = passages::split(content);
+    let title_words = passages::words(&material.title);
+    let words = split
+        .iter()
+        .map(|p| title_words + p.heading.as_deref().map_or(0, passages::words) + passages::words(&p.body))
+        .map(|n| i32::try_from(n).unwrap_or(i32::MAX))
+        .collect();
     let (headings, bodies) = split.into_iter().map(|p| (p.heading, p.body)).unzip();
-    match promote(pool, revision, processing, &material, headings, bodies).await? {
+    match promote(pool, revision, processing, &material, headings, bodies, words).await? {
         Promotion::Done => Ok(Outcome::Promoted),
         Promotion::Empty => fail(pool, revision, error_code::EMPTY_CONTENT).await,
         Promotion::Lost => Ok(Outcome::Skipped),
@@ -146,6 +152,7 @@ async fn promote(
     material: &Material,
     headings: Vec<Option<String>>,
     bodies: Vec<String>,
+    words: Vec<i32>,
 ) -> Result<Promotion> {
     let mut conn = pool.acquire().await?;
     let mut tx = conn.begin().await?;
@@ -157,6 +164,7 @@ async fn promote(
         title: &material.title,
         headings,
         bodies,
+        words,
     };
     let (indexed, tokens) = store::knowledge::index(&mut tx, &passages).await?;
     if indexed == 0 {

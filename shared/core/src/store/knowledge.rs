@@ -487,6 +487,8 @@ pub struct Passages<'a> {
     pub title: &'a str,
     pub headings: Vec<Option<String>>,
     pub bodies: Vec<String>,
+    /// Words of each passage, title and heading included: its length for BM25.
+    pub words: Vec<i32>,
 }
 
 /// Writes a revision's passages, indexed in its language (the revision's title
@@ -501,14 +503,13 @@ pub async fn index(conn: &mut PgConnection, passages: &Passages<'_>) -> sqlx::Re
     let indexed = sqlx::query!(
         r#"
         WITH input AS (
-            SELECT ordinality::integer - 1 AS ordinal, heading, body,
+            SELECT ordinality::integer - 1 AS ordinal, heading, body, tokens,
                    setweight(to_tsvector($5::regconfig, $6), 'A')
                    || to_tsvector($5::regconfig, coalesce(heading || E'\n', '') || body) AS search
-            FROM unnest($7::text[], $8::text[]) WITH ORDINALITY AS p(heading, body)
+            FROM unnest($7::text[], $8::text[], $9::int[]) WITH ORDINALITY AS p(heading, body, tokens)
         ), inserted AS (
             INSERT INTO knowledge_passages (revision_id, ordinal, agent_id, source_id, language, heading, body, search, tokens)
-            SELECT $1, ordinal, $2, $3, $4, heading, body, search,
-                   (SELECT coalesce(sum(cardinality(positions)), 0) FROM unnest(search))
+            SELECT $1, ordinal, $2, $3, $4, heading, body, search, tokens
             FROM input
             RETURNING search, tokens
         )
@@ -523,6 +524,7 @@ pub async fn index(conn: &mut PgConnection, passages: &Passages<'_>) -> sqlx::Re
         passages.title,
         &passages.headings as &[Option<String>],
         &passages.bodies,
+        &passages.words,
     )
     .fetch_one(&mut *conn)
     .await?;
@@ -530,7 +532,7 @@ pub async fn index(conn: &mut PgConnection, passages: &Passages<'_>) -> sqlx::Re
         r#"
         INSERT INTO knowledge_terms (agent_id, language, lexeme, revision_id, passages)
         SELECT $2, $3, t.lexeme, $1, count(*)::integer
-        FROM knowledge_passages p, unnest(p.search) t
+        FROM knowledge_passages p, unnest(tsvector_to_array(p.search)) AS t(lexeme)
         WHERE p.revision_id = $1
         GROUP BY t.lexeme
         "#,
