@@ -7,6 +7,7 @@
 pub mod admin;
 pub mod auth;
 pub mod caller;
+pub mod chat;
 pub mod config;
 pub mod cursor;
 pub mod entitlements;
