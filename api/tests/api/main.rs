@@ -6,6 +6,7 @@
 mod agents;
 mod api_keys;
 mod catalog;
+mod chat;
 mod hardening;
 mod helpers;
 mod http;
