@@ -162,7 +162,8 @@ pub fn parse_origins(origins: &[String], path: &str) -> Result<Vec<Origin>, Prob
 #[derive(Debug)]
 pub struct CheckedPatch {
     origins: Option<Vec<Origin>>,
-    confirmed: HashSet<Origin>,
+    /// Normalised.
+    confirmed: HashSet<String>,
     rest: WidgetConfigurationPatch,
 }
 
@@ -176,6 +177,7 @@ impl CheckedPatch {
             &format!("{AT}/confirmRemovedOrigins"),
         )?
         .into_iter()
+        .map(Origin::into_string)
         .collect();
         check_website(&patch.website, &format!("{AT}/website"))?;
         if let Some(logo) = patch.appearance.as_ref().and_then(|a| a.logo_url.as_deref())
@@ -201,8 +203,7 @@ impl CheckedPatch {
                 .map(|stored| Origin::parse(stored).map(Origin::into_string).unwrap_or_else(|_| stored.clone()))
                 .filter(|stored| !kept.contains(stored.as_str()))
                 .collect();
-            let unconfirmed: Vec<&String> =
-                removed.iter().filter(|o| !self.confirmed.iter().any(|c| c.as_str() == o.as_str())).collect();
+            let unconfirmed: Vec<&String> = removed.iter().filter(|o| !self.confirmed.contains(*o)).collect();
             if !unconfirmed.is_empty() {
                 return Err(Problem::confirmation_required(
                     "This removes allowed origins: list every one of them in `confirmRemovedOrigins`.",
