@@ -213,17 +213,10 @@ pub fn valid_input(op: &Operation, agent: &str) -> Value {
 /// a digest that is not the content's).
 fn allowed_outcome(id: &str) -> &'static str {
     match id {
-        "agent.delete" | "knowledge_source.delete" => "confirmation_required",
+        "agent.delete" | "knowledge_source.delete" | "public_chat.disable" => "confirmation_required",
         "knowledge_source.inspect" | "knowledge_source.wait" | "knowledge_source.replace" => "resource_not_found",
         "knowledge_source.add" => "invalid_request",
-        "public_chat.inspect"
-        | "public_chat.enable"
-        | "public_chat.disable"
-        | "public_chat.url"
-        | "widget.inspect"
-        | "widget.configure"
-        | "widget.manifest"
-        | "widget.verify" => "internal_error",
+        "widget.verify" => "internal_error",
         _ => "ok",
     }
 }

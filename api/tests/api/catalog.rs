@@ -51,6 +51,8 @@ async fn every_mutation_guards_its_idempotency_key(pool: PgPool) {
     let manifest =
         |sources: serde_json::Value| json!({ "agentId": agent, "manifest": { "version": 1, "sources": sources } });
     let (revoke_id, _) = app.api_key(&owner, &ws, json!({ "preset": "read_only" })).await;
+    // Public Chat and Widget calls aim at an Agent that outlives the loop.
+    let chat = app.agent(&owner, &ws, "Chat").await;
     let cases = [
         ("workspaces/create", json!({ "name": "One" }), json!({ "name": "Two" })),
         ("workspaces/rename", json!({ "name": "One" }), json!({ "name": "Two" })),
@@ -75,6 +77,21 @@ async fn every_mutation_guards_its_idempotency_key(pool: PgPool) {
         ("knowledge-sources/replace", replace("Replaced once."), replace("Replaced twice.")),
         ("knowledge-sources/reconcile", manifest(json!([])), manifest(json!([{ "key": "gone", "tombstone": true }]))),
         (
+            "public-chats/enable",
+            json!({ "agentId": chat, "website": "https://one.example" }),
+            json!({ "agentId": chat, "website": "https://two.example" }),
+        ),
+        (
+            "public-chats/disable",
+            json!({ "agentId": chat, "confirm": chat }),
+            json!({ "agentId": agent, "confirm": agent }),
+        ),
+        (
+            "widgets/configure",
+            json!({ "agentId": chat, "configuration": { "allowedOrigins": ["https://one.example"] } }),
+            json!({ "agentId": chat, "configuration": { "allowedOrigins": ["https://two.example"] } }),
+        ),
+        (
             "knowledge-sources/delete",
             json!({ "agentId": agent, "sourceId": source, "tombstone": true, "prune": true, "confirm": source }),
             json!({ "agentId": agent, "sourceId": "ks_00000000000000000000000000", "tombstone": true, "prune": true, "confirm": "ks_00000000000000000000000000" }),
@@ -94,7 +111,8 @@ async fn every_mutation_guards_its_idempotency_key(pool: PgPool) {
         assert_ok(path, &app.op(path, &owner.token, Some(&ws), with_key(first)).await);
         let everything = "SELECT (SELECT count(*) FROM agents WHERE deleted_at IS NULL) + (SELECT count(*) FROM api_keys) \
             + (SELECT count(*) FROM workspaces) + (SELECT count(*) FROM knowledge_revisions) \
-            + (SELECT count(*) FROM knowledge_sources WHERE deleted_at IS NULL) + (SELECT count(*) FROM reconcile_runs)";
+            + (SELECT count(*) FROM knowledge_sources WHERE deleted_at IS NULL) + (SELECT count(*) FROM reconcile_runs) \
+            + (SELECT count(*) FROM public_chats) + (SELECT count(*) FROM widget_configurations)";
         let before = app.count(everything).await;
         let body =
             assert_problem(&app.op(path, &owner.token, Some(&ws), with_key(second)).await, 409, "idempotency_conflict");
@@ -114,4 +132,16 @@ async fn every_mutation_guards_its_idempotency_key(pool: PgPool) {
         .collect();
     assert_eq!(active.len(), 3);
     assert!(active.contains(&key_id.as_str()));
+    // The conflicting Public Chat and Widget calls did not run either.
+    let chat_input = json!({ "agentId": chat });
+    let public_chat = assert_ok(
+        "public-chats/inspect",
+        &app.op("public-chats/inspect", &owner.token, Some(&ws), chat_input.clone()).await,
+    );
+    assert_eq!(
+        (public_chat["publicChat"]["enabled"].clone(), public_chat["publicChat"]["website"].clone()),
+        (json!(false), json!("https://one.example"))
+    );
+    let widget = assert_ok("widgets/inspect", &app.op("widgets/inspect", &owner.token, Some(&ws), chat_input).await);
+    assert_eq!(widget["configuration"]["allowedOrigins"], json!(["https://one.example"]));
 }

@@ -160,6 +160,9 @@ async fn an_archive_committing_mid_call_stops_every_mutation(pool: PgPool) {
         ("workspaces/rename", json!({ "name": "Renamed" })),
         ("api-keys/rotate", json!({ "apiKeyId": key })),
         ("agents/create", json!({ "name": "New" })),
+        ("public-chats/enable", json!({ "agentId": agent })),
+        ("public-chats/disable", json!({ "agentId": agent, "confirm": agent })),
+        ("widgets/configure", json!({ "agentId": agent, "configuration": { "showBranding": false } })),
     ];
     for (path, input) in cases {
         // The archive is written but not committed: the call's checks pass.
@@ -192,6 +195,8 @@ async fn an_archive_committing_mid_call_stops_every_mutation(pool: PgPool) {
     assert_eq!(names, ["Helper", "Doomed"], "nothing was written");
     assert_eq!(app.count("SELECT count(*) FROM api_keys").await, 1);
     assert_eq!(app.count("SELECT count(*) FROM workspaces WHERE name = 'Renamed'").await, 0);
+    assert_eq!(app.count("SELECT count(*) FROM public_chats").await, 0);
+    assert_eq!(app.count("SELECT count(*) FROM widget_configurations").await, 0);
 }
 
 /// Defect 8: a `Svc-Workspace` header that is not visible ASCII was ignored,

@@ -7,6 +7,7 @@ mod agents;
 mod answers;
 mod api_keys;
 mod catalog;
+mod chat;
 mod hardening;
 mod helpers;
 mod http;

@@ -54,6 +54,16 @@ async fn http_and_mcp_agree(pool: PgPool) {
         ("workspaces/rename", "svc_workspace_rename", &member.token, Some(&ws), json!({ "name": "Mine" })),
         ("workspaces/inspect", "svc_workspace_inspect", &owner.token, Some("nope"), json!({})),
         ("agents/configure", "svc_agent_configure", &owner.token, None, json!({ "agentId": agent, "temperature": 1 })),
+        ("widgets/manifest", "svc_widget_manifest", &owner.token, None, json!({ "agentId": agent })),
+        ("widgets/manifest", "svc_widget_manifest", &mallory.token, None, json!({ "agentId": agent })),
+        ("public-chats/disable", "svc_public_chat_disable", &owner.token, None, json!({ "agentId": agent })),
+        (
+            "widgets/configure",
+            "svc_widget_configure",
+            &owner.token,
+            None,
+            json!({ "agentId": agent, "configuration": { "allowedOrigins": ["https://a.example/"] } }),
+        ),
     ];
     for (path, tool, token, workspace, input) in cases {
         let http = app.op(path, token, workspace, input.clone()).await;

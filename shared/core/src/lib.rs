@@ -8,6 +8,7 @@ pub mod admin;
 pub mod answers;
 pub mod auth;
 pub mod caller;
+pub mod chat;
 pub mod config;
 pub mod cursor;
 pub mod entitlements;

@@ -148,6 +148,9 @@ impl Handler for Delete {
             return Err(not_found().into());
         }
         crate::knowledge::delete_all_of(conn, ws, id).await?;
+        // Its Public Chat and Widget go too: nothing of a deleted Agent stays
+        // readable (reads join the live Agent as well).
+        store::chat::forget(conn, id).await?;
         store::usage::adjust(conn, ws, &Delta::of(LimitKey::Agents, -1)).await?;
         Ok(DeleteOutput { agent_id: id.to_string(), deleted: True }.into())
     }

@@ -17,7 +17,9 @@ mod agent;
 mod api_key;
 mod identity;
 mod knowledge;
+mod public_chat;
 mod reconcile;
+mod widget;
 mod workspace;
 
 use std::future::Future;
@@ -164,6 +166,10 @@ respond_with_data!(
     out::knowledge_source::WaitOutput,
     out::knowledge_source::DeleteOutput,
     svc_contract::knowledge::ReconcileRun,
+    out::public_chat::PublicChatOutput,
+    out::public_chat::UrlOutput,
+    out::widget::ConfigurationOutput,
+    out::widget::ManifestOutput,
 );
 
 /// Every operation, with the runner its policy needs.
@@ -198,8 +204,14 @@ pub(crate) async fn dispatch(
         KnowledgeSourceReplace => write::<knowledge::Replace>(ctx, session, op, input, key).await,
         KnowledgeSourceDelete => write::<knowledge::Delete>(ctx, session, op, input, key).await,
         KnowledgeSourceReconcile => write::<reconcile::Reconcile>(ctx, session, op, input, key).await,
-        PublicChatInspect | PublicChatEnable | PublicChatDisable | PublicChatUrl | WidgetInspect | WidgetConfigure
-        | WidgetManifest | WidgetVerify => {
+        PublicChatInspect => read::<public_chat::Inspect>(ctx, session, op, input).await,
+        PublicChatEnable => write::<public_chat::Enable>(ctx, session, op, input, key).await,
+        PublicChatDisable => write::<public_chat::Disable>(ctx, session, op, input, key).await,
+        PublicChatUrl => read::<public_chat::Url>(ctx, session, op, input).await,
+        WidgetInspect => read::<widget::Inspect>(ctx, session, op, input).await,
+        WidgetConfigure => write::<widget::Configure>(ctx, session, op, input, key).await,
+        WidgetManifest => read::<widget::Manifest>(ctx, session, op, input).await,
+        WidgetVerify => {
             Err(Problem::new(ProblemCode::InternalError, format!("`{}` is not available on this server yet.", op.id))
                 .with_detail("reason", "not_implemented")
                 .into())

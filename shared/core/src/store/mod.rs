@@ -3,12 +3,14 @@
 //!
 //! Transactions that lock several rows take them in one order, so two of them
 //! can never wait on each other: the Workspace row, then its usage row, then
-//! Knowledge Sources, then their revisions, then reconcile runs.
+//! the Agent, then its Public Chat and Widget rows or its Knowledge Sources,
+//! then their revisions, then reconcile runs.
 
 pub mod advisory;
 pub mod agents;
 pub mod api_keys;
 pub mod callers;
+pub mod chat;
 pub mod entitlements;
 pub mod idempotency;
 pub mod knowledge;
