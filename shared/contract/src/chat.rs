@@ -314,3 +314,37 @@ pub struct WidgetManifest {
     pub configuration: WidgetConfiguration,
     pub public_chat: PublicChat,
 }
+
+/// Longest question the public may ask, in characters (as `widget.verify`).
+pub const MAX_PUBLIC_QUESTION_CHARS: usize = 2000;
+
+/// The body of `POST {base_url}/api/public/chat/{agentId}/answers` (contract
+/// §12; not a catalog operation).
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct PublicQuestion {
+    #[schemars(length(min = 1, max = 2000))]
+    pub question: String,
+    /// The conversation this question continues, as an earlier answer gave it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conversation_id: Option<String>,
+}
+
+/// What the answers endpoint answers.
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct PublicAnswer {
+    pub answer: String,
+    pub conversation_id: String,
+    /// The sources the answer drew on, best first, at most 5; empty when
+    /// nothing matched.
+    pub sources: Vec<AnswerSource>,
+}
+
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct AnswerSource {
+    pub source_id: String,
+    pub title: String,
+    pub uri: String,
+}

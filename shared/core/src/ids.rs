@@ -117,6 +117,11 @@ id_type!(
     RunId, "run_"
 );
 
+id_type!(
+    /// A conversation of the public answers endpoint.
+    ConversationId, "conv_"
+);
+
 /// A request id: `req_` + a time-ordered unique id.
 pub fn request_id() -> String {
     format!("req_{}", encode(Uuid::now_v7()))

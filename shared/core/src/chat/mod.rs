@@ -7,9 +7,11 @@
 //! disabled without a website, and the Widget has [`default_configuration`],
 //! computed from the Agent. `widget.configure` stores the whole configuration.
 
+mod ask;
 mod origin;
 mod website;
 
+pub use ask::{Asked, Question, ask, read_question, speaker};
 pub use origin::{Origin, OriginError};
 pub use website::{MAX_URL_CHARS, UrlError, check_url};
 
@@ -23,6 +25,7 @@ use svc_contract::chat::{
 };
 use svc_contract::patch::Patch;
 use svc_contract::resources::{Language, WorkspaceStatus};
+use time::OffsetDateTime;
 
 use crate::entitlements::Entitlement;
 use crate::error::Result;
@@ -335,6 +338,30 @@ impl PublicAgent {
     pub fn allows_origin(&self, origin: &Origin) -> bool {
         self.allowed_origins.contains(origin)
     }
+
+    /// Whether the public may be answered now: Public Chat enabled, the
+    /// Workspace not archived and its Entitlement active.
+    pub fn is_answering(&self, now: OffsetDateTime) -> bool {
+        self.public_chat_enabled && !self.is_archived() && self.entitlement.is_active(now)
+    }
+
+    /// Whether a browser request with this `Origin` header may be answered: it
+    /// comes from the Public Chat page (`chat_page_origin`, see
+    /// [`chat_page_origin`]) or from an exact allowed Widget origin.
+    pub fn admits(&self, origin: &str, chat_page_origin: &str) -> bool {
+        if !origin.is_empty() && origin == chat_page_origin {
+            return true;
+        }
+        // A browser sends the normalised form, so a header that does not parse,
+        // or normalises to something else, is not the one allowed.
+        Origin::parse(origin).is_ok_and(|o| o.as_str() == origin && self.allows_origin(&o))
+    }
+}
+
+/// The origin of the Public Chat page, as a browser serialises it in `Origin`:
+/// the public base URL's scheme, host and port (default port dropped).
+pub fn chat_page_origin(base_url: &str) -> String {
+    url::Url::parse(base_url).map(|url| url.origin().ascii_serialization()).unwrap_or_default()
 }
 
 /// The live Agent with this id, in whichever Workspace, with its Workspace's
@@ -358,6 +385,13 @@ pub async fn public_agent(conn: &mut PgConnection, agent: AgentId) -> Result<Opt
         allowed_origins,
         widget,
     }))
+}
+
+/// The Agent with this id if it answers the public now (see
+/// [`PublicAgent::is_answering`]).
+pub async fn answering_agent(conn: &mut PgConnection, agent: AgentId) -> Result<Option<PublicAgent>> {
+    let now = OffsetDateTime::now_utc();
+    Ok(public_agent(conn, agent).await?.filter(|agent| agent.is_answering(now)))
 }
 
 #[cfg(test)]

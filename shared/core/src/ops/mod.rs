@@ -7,6 +7,8 @@
 //! the runner it needs, so an operation without a handler does not compile:
 //!
 //! - [`read`]: a plain connection, no transaction.
+//! - [`detached`]: no connection from the call; the handler takes pooled ones
+//!   while it needs them (widget.verify, which waits on the answer engine).
 //! - [`write`]: one transaction with the idempotency record; the selected
 //!   Workspace is held (FOR SHARE) and its archive state and Entitlement checked
 //!   again under that lock; a handler that consumes a limit waits its turn at the
@@ -28,7 +30,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 use sqlx::{Connection, PgConnection};
-use svc_contract::{Issue, Operation, OperationId, Problem, ProblemCode};
+use svc_contract::{Issue, Operation, OperationId, Problem};
 use time::OffsetDateTime;
 
 use crate::caller::{Caller, Principal, WorkspaceContext};
@@ -170,6 +172,7 @@ respond_with_data!(
     out::public_chat::UrlOutput,
     out::widget::ConfigurationOutput,
     out::widget::ManifestOutput,
+    out::widget::VerifyOutput,
 );
 
 /// Every operation, with the runner its policy needs.
@@ -211,11 +214,7 @@ pub(crate) async fn dispatch(
         WidgetInspect => read::<widget::Inspect>(ctx, session, op, input).await,
         WidgetConfigure => write::<widget::Configure>(ctx, session, op, input, key).await,
         WidgetManifest => read::<widget::Manifest>(ctx, session, op, input).await,
-        WidgetVerify => {
-            Err(Problem::new(ProblemCode::InternalError, format!("`{}` is not available on this server yet.", op.id))
-                .with_detail("reason", "not_implemented")
-                .into())
-        }
+        WidgetVerify => detached(session, op, widget::verify(ctx, parse(input)?)).await,
     }
 }
 
@@ -241,6 +240,21 @@ async fn read<H: Handler>(
     let input = parse::<H::Input>(input)?;
     let conn = session.conn().await?;
     H::handle(ctx, conn, input).await?.output.respond()
+}
+
+/// Runs a read-only handler that takes pooled connections itself, only while
+/// it uses them, because it also waits on something slow (a model): the
+/// session's connection is returned first.
+async fn detached<T: Respond>(
+    session: &mut Session<'_>,
+    op: &'static Operation,
+    handler: impl Future<Output = Result<T>>,
+) -> Result<Reply> {
+    if op.mutating {
+        return Err(Error::internal(format!("{} mutates but was dispatched as a detached read", op.id)));
+    }
+    session.release();
+    handler.await?.respond()
 }
 
 /// What a write's transaction produced.

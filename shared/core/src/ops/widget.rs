@@ -1,15 +1,16 @@
-//! widget.inspect, .configure, .manifest (widget.verify belongs with the
-//! answer engine).
+//! widget.inspect, .configure, .manifest, .verify
 
 use sqlx::PgConnection;
-use svc_contract::Problem;
 use svc_contract::chat::{ManifestRef, WidgetPackage};
-use svc_contract::operations::widget::{AgentInput, ConfigurationOutput, ConfigureInput, ManifestOutput};
+use svc_contract::operations::widget::{
+    AgentInput, ConfigurationOutput, ConfigureInput, ManifestOutput, VerifyChecks, VerifyInput, VerifyOutput,
+};
+use svc_contract::{Problem, ProblemCode};
 
 use super::public_chat::agent_id;
 use super::{Ctx, Done, Handler};
-use crate::chat::{self, CheckedPatch};
-use crate::error::Result;
+use crate::chat::{self, CheckedPatch, Origin, PublicAgent};
+use crate::error::{Error, Result};
 use crate::store;
 
 fn not_found() -> Problem {
@@ -74,4 +75,82 @@ impl Handler for Manifest {
         }
         .into())
     }
+}
+
+/// widget.verify: the six checks of contract §12, then one real answer. It
+/// manages its own connections (see [`super::detached`]): none is held while
+/// the answer engine asks a model.
+pub(crate) async fn verify(ctx: &Ctx<'_>, input: VerifyInput) -> Result<VerifyOutput> {
+    let agent_id = agent_id(&input.agent_id)?;
+    let (agent, knowledge_ready) = {
+        let mut conn = ctx.service.pool().acquire().await?;
+        let workspace = ctx.workspace()?.id;
+        let agent = chat::public_agent(&mut conn, agent_id)
+            .await?
+            .filter(|agent| agent.workspace_id() == workspace)
+            .ok_or_else(not_found)?;
+        let (active, required_missing) = store::knowledge::readiness(&mut conn, agent_id).await?;
+        (agent, active > 0 && required_missing == 0)
+    };
+    let origin = Origin::parse(&input.origin);
+    let mut checks = VerifyChecks {
+        agent: true,
+        configuration: configuration_is_valid(&agent),
+        origin: origin.as_ref().is_ok_and(|origin| agent.allows_origin(origin)),
+        knowledge: knowledge_ready,
+        public_chat: agent.public_chat_enabled,
+        answer: false,
+    };
+    if !(checks.configuration && checks.origin && checks.knowledge && checks.public_chat) {
+        // No answer is asked for, so no conversation is spent.
+        return Err(failed(&checks, "The Widget is not ready to answer on this origin.").into());
+    }
+    let asked = chat::ask(ctx.service, &agent.agent, &agent.entitlement, &input.question, None).await;
+    let answer = match asked {
+        Ok(asked) => asked.answer.text,
+        Err(Error::Problem(problem)) if problem.code == ProblemCode::ProcessingFailed => {
+            let mut refused = failed(&checks, "The answer engine did not answer.");
+            if let Some(reason) = problem.details.as_ref().and_then(|d| d.get("reason")) {
+                refused = refused.with_detail("reason", reason.clone());
+            }
+            return Err(refused.into());
+        }
+        Err(error) => return Err(error),
+    };
+    checks.answer = !answer.trim().is_empty();
+    if !checks.answer {
+        return Err(failed(&checks, "The answer engine gave an empty answer.").into());
+    }
+    Ok(VerifyOutput {
+        agent_id: agent_id.to_string(),
+        origin: origin.map(Origin::into_string).unwrap_or(input.origin),
+        configuration: agent.widget,
+        checks,
+        answer,
+    })
+}
+
+/// The stored configuration is still valid under today's rules: every allowed
+/// origin parses (the public side ignores one that does not) and the website,
+/// if any, is an absolute http(s) URL.
+fn configuration_is_valid(agent: &PublicAgent) -> bool {
+    agent.allowed_origins.len() == agent.widget.allowed_origins.len()
+        && agent.widget.website.as_deref().is_none_or(|website| chat::check_url(website).is_ok())
+}
+
+/// `processing_failed` naming the checks that failed, with all six in
+/// `details.checks`.
+fn failed(checks: &VerifyChecks, message: &str) -> Problem {
+    let named = [
+        ("agent", checks.agent),
+        ("configuration", checks.configuration),
+        ("origin", checks.origin),
+        ("knowledge", checks.knowledge),
+        ("publicChat", checks.public_chat),
+        ("answer", checks.answer),
+    ];
+    let failing: Vec<&str> = named.iter().filter(|(_, ok)| !ok).map(|(name, _)| *name).collect();
+    Problem::new(ProblemCode::ProcessingFailed, format!("{message} Failed checks: {}.", failing.join(", ")))
+        .with_detail("checks", serde_json::to_value(checks).unwrap_or_default())
+        .with_detail("failedChecks", failing)
 }

@@ -864,3 +864,20 @@ pub async fn found(
     .fetch_all(conn)
     .await
 }
+
+/// An Agent's live sources with an active revision, and its required sources
+/// without one.
+#[tracing::instrument(level = "debug", skip(conn))]
+pub async fn readiness(conn: &mut PgConnection, agent: AgentId) -> sqlx::Result<(i64, i64)> {
+    let row = sqlx::query!(
+        r#"
+        SELECT count(*) FILTER (WHERE active_id IS NOT NULL) AS "active!",
+               count(*) FILTER (WHERE required AND active_id IS NULL) AS "required_missing!"
+        FROM knowledge_source_view WHERE agent_id = $1
+        "#,
+        agent as AgentId,
+    )
+    .fetch_one(conn)
+    .await?;
+    Ok((row.active, row.required_missing))
+}

@@ -11,6 +11,7 @@ pub mod agents;
 pub mod api_keys;
 pub mod callers;
 pub mod chat;
+pub mod conversations;
 pub mod entitlements;
 pub mod idempotency;
 pub mod knowledge;
