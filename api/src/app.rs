@@ -29,8 +29,9 @@ use crate::config::ServeConfig;
 use crate::discovery::Documents;
 use crate::guard::Guarded;
 use crate::metrics::Metrics;
+use crate::public::PublicSide;
 use crate::response::{self, RequestId};
-use crate::{discovery, health, keepalive, mcp, operations};
+use crate::{discovery, health, keepalive, mcp, operations, public};
 
 /// What every handler shares.
 #[derive(Clone)]
@@ -40,6 +41,7 @@ pub struct AppState {
     pub metrics: Arc<Metrics>,
     pub documents: Arc<Documents>,
     pub bodies: BodyPolicy,
+    pub public: Arc<PublicSide>,
 }
 
 impl AppState {
@@ -53,6 +55,11 @@ impl AppState {
             metrics: Arc::new(Metrics::default()),
             documents: Arc::new(Documents::new(config)),
             bodies: config.body_policy(),
+            public: Arc::new(PublicSide::new(
+                &config.public_base_url(),
+                config.public_answers_per_minute,
+                config.client_ip_header()?,
+            )),
         })
     }
 }
@@ -83,6 +90,10 @@ pub fn router(state: AppState, config: &ServeConfig, shutdown: CancellationToken
         .route("/healthz", get(health::healthz))
         .route("/readyz", get(health::readyz))
         .route("/metrics", get(health::metrics))
+        .route("/api/public/chat/{agent_id}/answers", public::answers_route())
+        .route("/chat/{agent_id}", public::page_route())
+        .route("/chat/assets/chat.js", public::script_route())
+        .route("/chat/assets/chat.css", public::style_route())
         .merge(mcp)
         .fallback(not_found)
         .with_state(state)

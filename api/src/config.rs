@@ -119,8 +119,14 @@ pub struct ServeConfig {
     #[arg(long, env = "SVC_LLM_TIMEOUT_SECS", default_value_t = DEFAULT_LLM_TIMEOUT_SECS)]
     pub llm_timeout_secs: u64,
     /// Public answers a client (IP address) may ask of one Agent per minute.
-    #[arg(long, env = "SVC_PUBLIC_ANSWERS_PER_MINUTE", default_value_t = DEFAULT_PUBLIC_ANSWERS_PER_MINUTE)]
+    #[arg(long, env = "SVC_PUBLIC_ANSWERS_PER_MINUTE", default_value_t = DEFAULT_PUBLIC_ANSWERS_PER_MINUTE,
+          value_parser = clap::value_parser!(u32).range(1..))]
     pub public_answers_per_minute: u32,
+    /// Header a trusted reverse proxy puts the client's address in (e.g.
+    /// `X-Forwarded-For`; its rightmost address is used). Unset: the
+    /// connection's peer address, which behind a proxy is the proxy's.
+    #[arg(long, env = "SVC_CLIENT_IP_HEADER")]
+    pub client_ip_header: Option<String>,
 }
 
 impl ServeConfig {
@@ -170,6 +176,17 @@ impl ServeConfig {
             self.large_body_budget_mib.saturating_mul(1024 * 1024),
             Duration::from_secs(self.large_body_wait_secs),
         )
+    }
+
+    /// The trusted client-address header, checked once at start.
+    pub fn client_ip_header(&self) -> anyhow::Result<Option<http::HeaderName>> {
+        self.client_ip_header
+            .as_deref()
+            .map(|name| {
+                http::HeaderName::try_from(name)
+                    .map_err(|_| anyhow::anyhow!("SVC_CLIENT_IP_HEADER is not a header name"))
+            })
+            .transpose()
     }
 
     pub fn redis_url(&self) -> &str {
@@ -226,6 +243,7 @@ impl Default for ServeConfig {
             llm_api_key: None,
             llm_timeout_secs: DEFAULT_LLM_TIMEOUT_SECS,
             public_answers_per_minute: DEFAULT_PUBLIC_ANSWERS_PER_MINUTE,
+            client_ip_header: None,
         }
     }
 }

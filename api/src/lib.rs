@@ -10,9 +10,11 @@ pub mod discovery;
 pub mod guard;
 pub mod health;
 pub mod keepalive;
+pub mod limit;
 pub mod mcp;
 pub mod metrics;
 pub mod operations;
+pub mod public;
 pub mod response;
 
 pub use app::{App, AppState, router};

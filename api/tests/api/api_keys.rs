@@ -216,7 +216,7 @@ fn allowed_outcome(id: &str) -> &'static str {
         "agent.delete" | "knowledge_source.delete" | "public_chat.disable" => "confirmation_required",
         "knowledge_source.inspect" | "knowledge_source.wait" | "knowledge_source.replace" => "resource_not_found",
         "knowledge_source.add" => "invalid_request",
-        "widget.verify" => "internal_error",
+        "widget.verify" => "processing_failed",
         _ => "ok",
     }
 }

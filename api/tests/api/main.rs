@@ -15,5 +15,6 @@ mod idempotency;
 mod identity;
 mod knowledge;
 mod mcp;
+mod public;
 mod reconcile;
 mod workspaces;

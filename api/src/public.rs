@@ -1,0 +1,389 @@
+//! The end-user side of Public Chat (contract §12), with no credential: the
+//! answers endpoint and the chat page.
+//!
+//! - `POST /api/public/chat/{agentId}/answers` answers while the Agent's Public
+//!   Chat is enabled (and its Workspace neither archived nor without an active
+//!   Entitlement; otherwise 404), to requests from the chat page or from an
+//!   exact allowed Widget origin (otherwise 403 and no CORS grant), within a
+//!   per-client rate limit (otherwise 429 with `Retry-After`). `OPTIONS` is the
+//!   CORS preflight.
+//! - `GET /chat/{agentId}`: a small chat page under a strict
+//!   `Content-Security-Policy`, its script and style served from this origin.
+//!
+//! Whether to answer, and the answer, are the core's; this module reads the
+//! request and writes the headers.
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::time::Instant;
+
+use axum::Extension;
+use axum::extract::{ConnectInfo, Path, Request, State};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{MethodRouter, get, post};
+use serde_json::json;
+use svc_contract::Problem;
+use svc_contract::chat::{AnswerSource, PublicAnswer};
+use svc_contract::resources::Language;
+use svc_core::chat::{self, PublicAgent};
+use svc_core::ids::AgentId;
+
+use crate::app::AppState;
+use crate::limit::RateLimiter;
+use crate::operations::{declared_length, header_str};
+use crate::response::{self, RequestId};
+
+/// Largest body of a question: 2,000 characters of up to 4 bytes, and room for
+/// the JSON around them.
+const QUESTION_BODY_LIMIT: usize = 16 * 1024;
+/// Seconds a browser may cache a preflight's answer.
+const PREFLIGHT_MAX_AGE: &str = "600";
+
+const PAGE_CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; \
+                        img-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
+
+/// What the public side knows beyond the service.
+pub struct PublicSide {
+    limiter: RateLimiter,
+    /// The chat page's origin, as browsers send it in `Origin`.
+    page_origin: String,
+    /// The header a trusted reverse proxy puts the client's address in.
+    client_ip_header: Option<HeaderName>,
+}
+
+impl PublicSide {
+    pub fn new(public_base_url: &str, answers_per_minute: u32, client_ip_header: Option<HeaderName>) -> Self {
+        Self {
+            limiter: RateLimiter::new(answers_per_minute),
+            page_origin: chat::chat_page_origin(public_base_url),
+            client_ip_header,
+        }
+    }
+
+    /// The client's address: the rightmost address in the trusted proxy's
+    /// header when one is configured and present (what that proxy saw), else
+    /// the connection's peer.
+    fn client_ip(&self, request: &Request) -> IpAddr {
+        let forwarded = self.client_ip_header.as_ref().and_then(|name| {
+            let values = request.headers().get_all(name).iter().filter_map(|v| v.to_str().ok());
+            let last = values.flat_map(|v| v.split(',')).last()?;
+            last.trim().parse::<IpAddr>().ok()
+        });
+        forwarded
+            .or_else(|| request.extensions().get::<ConnectInfo<SocketAddr>>().map(|info| info.0.ip()))
+            .unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED))
+    }
+}
+
+/// The answers endpoint's methods.
+pub fn answers_route() -> MethodRouter<AppState> {
+    post(answers).options(preflight).fallback(|Extension(id): Extension<RequestId>| async move {
+        let mut response = response::method_not_allowed(&id);
+        response.headers_mut().insert(header::ALLOW, HeaderValue::from_static("POST, OPTIONS"));
+        response
+    })
+}
+
+pub fn page_route() -> MethodRouter<AppState> {
+    get(page)
+}
+
+pub fn script_route() -> MethodRouter<AppState> {
+    get(|| async { asset("text/javascript; charset=utf-8", include_str!("../assets/chat.js")) })
+}
+
+pub fn style_route() -> MethodRouter<AppState> {
+    get(|| async { asset("text/css; charset=utf-8", include_str!("../assets/chat.css")) })
+}
+
+/// The Agent, if it answers the public now.
+async fn answering(state: &AppState, agent: &str) -> Result<PublicAgent, Problem> {
+    let not_found = || Problem::not_found("Public Chat");
+    let id = AgentId::parse(agent).ok_or_else(not_found)?;
+    let mut conn = state.service.pool().acquire().await.map_err(|e| svc_core::error::Error::from(e).into_problem())?;
+    chat::answering_agent(&mut conn, id).await.map_err(svc_core::error::Error::into_problem)?.ok_or_else(not_found)
+}
+
+/// The Agent, if it answers the public now and this request's `Origin` may
+/// ask it: the origin to grant CORS to.
+async fn admitted(state: &AppState, agent: &str, headers: &HeaderMap) -> Result<(PublicAgent, HeaderValue), Problem> {
+    let agent = answering(state, agent).await?;
+    // No `Origin` (not a browser's request, or a browser hiding it) is no grant.
+    let origin = header_str(headers, header::ORIGIN.as_str());
+    match origin {
+        Some(text) if agent.admits(text, &state.public.page_origin) => {
+            let granted = HeaderValue::from_str(text).map_err(|_| Problem::internal())?;
+            Ok((agent, granted))
+        }
+        _ => Err(Problem::permission_denied(
+            "Answers are given to the Public Chat page and to the Widget on its allowed origins only.",
+        )
+        .with_detail("reason", "origin_not_allowed")),
+    }
+}
+
+async fn answers(
+    State(state): State<AppState>,
+    Extension(request_id): Extension<RequestId>,
+    Path(agent): Path<String>,
+    request: Request,
+) -> Response {
+    let (agent, origin) = match admitted(&state, &agent, request.headers()).await {
+        Ok(admitted) => admitted,
+        Err(problem) => return refused(&problem, &request_id, None),
+    };
+    let client = state.public.client_ip(&request);
+    if let Err(wait) = state.public.limiter.take(client, agent.agent.id, Instant::now()) {
+        let seconds = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
+        let problem = Problem::new(svc_contract::ProblemCode::LimitExceeded, "Too many questions; wait a moment.")
+            .with_detail("reason", "rate_limited")
+            .with_detail("perMinute", state.public.limiter.per_minute())
+            .with_transport_status(429);
+        let mut response = refused(&problem, &request_id, Some(&origin));
+        response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(seconds.max(1)));
+        return response;
+    }
+    let declared = declared_length(request.headers());
+    let body = match state.bodies.read(request.into_body(), QUESTION_BODY_LIMIT, declared).await {
+        Ok(body) => body,
+        Err(problem) => return refused(&problem, &request_id, Some(&origin)),
+    };
+    let question = match chat::read_question(&body) {
+        Ok(question) => question,
+        Err(problem) => return refused(&problem, &request_id, Some(&origin)),
+    };
+    let asked =
+        chat::ask(&state.service, &agent.agent, &agent.entitlement, &question.text, question.conversation).await;
+    match asked {
+        Ok(asked) => {
+            let answer = PublicAnswer {
+                answer: asked.answer.text,
+                conversation_id: asked.conversation.to_string(),
+                sources: asked
+                    .answer
+                    .sources
+                    .into_iter()
+                    .map(|s| AnswerSource { source_id: s.id.to_string(), title: s.title, uri: s.uri })
+                    .collect(),
+            };
+            let mut response = (StatusCode::OK, axum::Json(answer)).into_response();
+            response::set_request_id(response.headers_mut(), &request_id);
+            grant(response.headers_mut(), &origin);
+            response
+        }
+        Err(error) => refused(&error.into_problem(), &request_id, Some(&origin)),
+    }
+}
+
+/// The CORS preflight of the answers endpoint.
+async fn preflight(
+    State(state): State<AppState>,
+    Extension(request_id): Extension<RequestId>,
+    Path(agent): Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    let (_, origin) = match admitted(&state, &agent, &headers).await {
+        Ok(admitted) => admitted,
+        Err(problem) => return refused(&problem, &request_id, None),
+    };
+    let mut response = StatusCode::NO_CONTENT.into_response();
+    let out = response.headers_mut();
+    grant(out, &origin);
+    out.insert(header::ACCESS_CONTROL_ALLOW_METHODS, HeaderValue::from_static("POST"));
+    out.insert(header::ACCESS_CONTROL_ALLOW_HEADERS, HeaderValue::from_static("content-type"));
+    out.insert(header::ACCESS_CONTROL_MAX_AGE, HeaderValue::from_static(PREFLIGHT_MAX_AGE));
+    response::set_request_id(out, &request_id);
+    response
+}
+
+/// A failure, with a CORS grant only for an admitted origin.
+fn refused(problem: &Problem, request_id: &RequestId, origin: Option<&HeaderValue>) -> Response {
+    let mut response = response::problem(problem, request_id);
+    let headers = response.headers_mut();
+    match origin {
+        Some(origin) => grant(headers, origin),
+        None => {
+            headers.insert(header::VARY, HeaderValue::from_static("Origin"));
+        }
+    }
+    response
+}
+
+fn grant(headers: &mut HeaderMap, origin: &HeaderValue) {
+    headers.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, origin.clone());
+    headers.insert(header::ACCESS_CONTROL_EXPOSE_HEADERS, HeaderValue::from_static("retry-after, x-request-id"));
+    headers.insert(header::VARY, HeaderValue::from_static("Origin"));
+}
+
+/// `GET /chat/{agentId}`: the chat page while the Agent answers the public, a
+/// 404 page otherwise.
+async fn page(State(state): State<AppState>, Path(agent): Path<String>) -> Response {
+    match answering(&state, &agent).await {
+        Ok(agent) => html(StatusCode::OK, &chat_page(&agent)),
+        Err(problem) if problem.code == svc_contract::ProblemCode::ResourceNotFound => {
+            html(StatusCode::NOT_FOUND, NOT_FOUND_PAGE)
+        }
+        Err(problem) => {
+            let status = StatusCode::from_u16(problem.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+            html(status, UNAVAILABLE_PAGE)
+        }
+    }
+}
+
+fn html(status: StatusCode, page: &str) -> Response {
+    let mut response = (status, page.to_owned()).into_response();
+    let headers = response.headers_mut();
+    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/html; charset=utf-8"));
+    headers.insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_static(PAGE_CSP));
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    security_headers(headers);
+    response
+}
+
+fn asset(content_type: &'static str, text: &'static str) -> Response {
+    let mut response = text.into_response();
+    let headers = response.headers_mut();
+    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("public, max-age=3600"));
+    security_headers(headers);
+    response
+}
+
+fn security_headers(headers: &mut HeaderMap) {
+    headers.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
+    headers.insert(header::REFERRER_POLICY, HeaderValue::from_static("no-referrer"));
+    headers.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+}
+
+/// The page's words, in the Agent's language.
+struct Words {
+    label: &'static str,
+    send: &'static str,
+    you: &'static str,
+    agent: &'static str,
+    sources: &'static str,
+    thinking: &'static str,
+    slow_down: &'static str,
+    failed: &'static str,
+}
+
+fn words(language: Language) -> Words {
+    match language {
+        Language::En => Words {
+            label: "Your question",
+            send: "Send",
+            you: "You",
+            agent: "Assistant",
+            sources: "Sources",
+            thinking: "Looking for an answer…",
+            slow_down: "Too many questions at once; try again in {seconds} seconds.",
+            failed: "Something went wrong; please try again.",
+        },
+        Language::Es => Words {
+            label: "Tu pregunta",
+            send: "Enviar",
+            you: "Tú",
+            agent: "Asistente",
+            sources: "Fuentes",
+            thinking: "Buscando una respuesta…",
+            slow_down: "Demasiadas preguntas seguidas; vuelve a intentarlo en {seconds} segundos.",
+            failed: "Algo salió mal; vuelve a intentarlo.",
+        },
+    }
+}
+
+fn chat_page(agent: &PublicAgent) -> String {
+    let language: Language = agent.agent.default_language.into();
+    let words = words(language);
+    let appearance = &agent.widget.appearance;
+    let texts = json!({
+        "you": words.you, "agent": words.agent, "sources": words.sources, "thinking": words.thinking,
+        "slowDown": words.slow_down, "failed": words.failed,
+    });
+    // Inside <script>, `<` could end the element: JSON lets it be escaped.
+    let texts = texts.to_string().replace('<', "\\u003c");
+    let description = match appearance.description.trim() {
+        "" => String::new(),
+        text => format!("<p>{}</p>\n", escape(text)),
+    };
+    format!(
+        r#"<!doctype html>
+<html lang="{lang}">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<meta name="referrer" content="no-referrer">
+<title>{title}</title>
+<link rel="stylesheet" href="assets/chat.css">
+<script src="assets/chat.js" defer></script>
+<script type="application/json" id="texts">{texts}</script>
+</head>
+<body data-agent-id="{id}">
+<main>
+<h1>{headline}</h1>
+{description}<ol id="log" class="log" aria-live="polite" aria-label="{conversation}">
+<li class="agent">{welcome}</li>
+</ol>
+<form id="ask">
+<label for="question">{label}</label>
+<textarea id="question" name="question" rows="2" maxlength="2000" required></textarea>
+<button type="submit">{send}</button>
+<p id="status" class="status" role="status"></p>
+</form>
+</main>
+</body>
+</html>
+"#,
+        lang = language.as_str(),
+        title = escape(&agent.agent.name),
+        id = agent.agent.id,
+        headline = escape(&appearance.headline),
+        conversation = if language == Language::Es { "Conversación" } else { "Conversation" },
+        welcome = escape(&appearance.welcome_message),
+        label = words.label,
+        send = words.send,
+    )
+}
+
+const NOT_FOUND_PAGE: &str = r#"<!doctype html>
+<html lang="en">
+<head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
+<title>Chat not available</title></head>
+<body><main><h1>This chat is not available</h1>
+<p>There is no public chat at this address, or it has been turned off.</p></main></body>
+</html>
+"#;
+
+const UNAVAILABLE_PAGE: &str = r#"<!doctype html>
+<html lang="en">
+<head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
+<title>Chat unavailable</title></head>
+<body><main><h1>The chat is unavailable right now</h1><p>Please try again in a moment.</p></main></body>
+</html>
+"#;
+
+/// Text as HTML content or attribute value.
+fn escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn markup_is_escaped() {
+        assert_eq!(escape(r#"<b a="1">&'"#), "&lt;b a=&quot;1&quot;&gt;&amp;&#39;");
+    }
+}
