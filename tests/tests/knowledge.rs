@@ -329,3 +329,57 @@ async fn a_reconcile_run_survives_a_killed_worker(pool: PgPool) {
     assert!(worker.process.terminate().await.success());
     flush_namespace(REDIS, &ns).await;
 }
+
+/// The point of it all, with the real binaries: Knowledge a worker processed
+/// answers the public on an allowed origin, within the per-client limit, and
+/// `widget.verify` agrees.
+#[sqlx::test(migrations = false)]
+async fn the_public_gets_answers_from_processed_knowledge(pool: PgPool) {
+    let database = database_url(&pool);
+    migrate(&database).await;
+    let ns = namespace();
+    let extra = [("SVC_QUEUE_NAMESPACE", ns.as_str()), ("REDIS_URL", REDIS), ("SVC_PUBLIC_ANSWERS_PER_MINUTE", "2")];
+    let api = Api::start(&database, &extra).await;
+    let tenant = tenant(&api, &database).await;
+    let mut worker = Worker::start(&database, REDIS, &ns, &[]).await;
+    let sources = add_all(&tenant, &api, 3).await;
+    let states = tenant.wait_all(&api, &sources, Duration::from_secs(30)).await;
+    assert!(states.iter().all(|s| s == "active"), "{states:?}");
+
+    let shop = "https://shop.example";
+    let call = |path: &'static str, input: Value| {
+        let (api, tenant) = (&api, &tenant);
+        async move { api.op(path, &tenant.token, Some(&tenant.workspace), &input).await }
+    };
+    let (status, body) = call("public-chats/enable", json!({ "agentId": tenant.agent })).await;
+    assert_eq!(status, 200, "{body}");
+    let configuration = json!({ "agentId": tenant.agent, "configuration": { "allowedOrigins": [shop] } });
+    assert_eq!(call("widgets/configure", configuration).await.0, 200);
+    let (status, verified) = call("widgets/verify", json!({ "agentId": tenant.agent, "origin": shop })).await;
+    assert_eq!(status, 200, "{verified}");
+
+    let ask = || {
+        let body = json!({ "question": "How does the office handle request 2?" }).to_string();
+        let headers = [("origin", shop), ("content-type", "application/json")];
+        let path = format!("/api/public/chat/{}/answers", tenant.agent);
+        let client = api.client.clone();
+        async move { client.send(hyper::Method::POST, &path, &headers, body).await }
+    };
+    let answered = ask().await;
+    assert_eq!(answered.status, 200, "{}", answered.text());
+    assert_eq!(answered.header("access-control-allow-origin"), Some(shop));
+    let body = answered.json();
+    assert_eq!(body["sources"][0]["sourceId"], sources[2].as_str(), "{body}");
+    assert!(body["answer"].as_str().unwrap().contains("request 2"), "{body}");
+    // The connection's address is the client: its third question in a minute waits.
+    assert_eq!(ask().await.status, 200);
+    let limited = ask().await;
+    assert_eq!(limited.status, 429, "{}", limited.text());
+    assert!(limited.header("retry-after").is_some());
+
+    let page = api.client.get(&format!("/chat/{}", tenant.agent)).await;
+    assert_eq!(page.status, 200);
+    assert!(page.header("content-security-policy").is_some_and(|csp| csp.contains("default-src 'none'")));
+    assert!(worker.process.terminate().await.success(), "{}", worker.process.logs());
+    flush_namespace(REDIS, &ns).await;
+}
