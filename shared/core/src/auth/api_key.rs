@@ -107,7 +107,11 @@ mod tests {
     #[test]
     fn malformed_keys_have_no_public_id() {
         let key = generate().unwrap();
-        let wrong_secret = format!("{}x", &key.secret[..key.secret.len() - 1]);
+        // Change the last character to another one: appending a fixed "x" would
+        // keep the secret unchanged whenever it already ended in "x".
+        let (kept, last) = key.secret.split_at(key.secret.len() - 1);
+        let wrong_secret = format!("{kept}{}", if last == "x" { "y" } else { "x" });
+        assert_ne!(wrong_secret, key.secret);
         assert!(!matches(&wrong_secret, &key.hash));
         for bad in [
             "svck_",
