@@ -187,7 +187,7 @@ async fn speed(dataset: &Path, concurrency: usize, count: usize) -> anyhow::Resu
             for question in mine.iter().chain(mine.iter()) {
                 let asked = Instant::now();
                 let answer = answers::answer(&pool, None, &speaker, question).await?;
-                timings.push((asked.elapsed(), answer.retrieval, !answer.sources.is_empty()));
+                timings.push((asked.elapsed(), answer.retrieval, !answer.sources.is_empty(), question.clone()));
             }
             anyhow::Ok(timings)
         });
@@ -197,6 +197,11 @@ async fn speed(dataset: &Path, concurrency: usize, count: usize) -> anyhow::Resu
         timings.extend(result?);
     }
     let elapsed = started.elapsed();
+    // The slowest questions, to see what the tail is made of.
+    timings.sort_by_key(|t| std::cmp::Reverse(t.1));
+    for (_, retrieval, _, question) in timings.iter().take(5) {
+        eprintln!("slow: {:.1} ms retrieving for {question:?}", retrieval.as_secs_f64() * 1e3);
+    }
     let answered = timings.len();
     let with_sources = timings.iter().filter(|t| t.2).count();
     let mut latency: Vec<Duration> = timings.iter().map(|t| t.0).collect();

@@ -28,7 +28,13 @@ impl Scratch {
         Ok(Self { url: database_url(&server, &name), server, name })
     }
 
+    /// Drops the database, or with `SVC_BENCH_KEEP=1` keeps it (to look at
+    /// query plans on the benchmark's data) and says where it is.
     pub async fn drop(self) -> anyhow::Result<()> {
+        if std::env::var("SVC_BENCH_KEEP").is_ok_and(|v| v == "1") {
+            eprintln!("kept the database {}", self.name);
+            return Ok(());
+        }
         let mut admin = PgConnection::connect(&self.server).await?;
         sqlx::query(sqlx::AssertSqlSafe(format!("DROP DATABASE {} WITH (FORCE)", self.name)))
             .execute(&mut admin)
@@ -78,7 +84,7 @@ pub async fn serve(router: axum::Router) -> anyhow::Result<SocketAddr> {
 /// A migrated pool on `url`.
 pub async fn migrated(url: &str, connections: u32) -> anyhow::Result<PgPool> {
     let pool = svc_core::runtime::connect(url, connections, svc_core::runtime::Timeouts::SERVING)?;
-    sqlx::migrate!("../migrations").run(&pool).await?;
+    svc_core::runtime::MIGRATOR.run(&pool).await?;
     Ok(pool)
 }
 

@@ -205,6 +205,42 @@ async fn answers_stay_right_after_the_agents_language_changes(pool: PgPool) {
     assert_eq!(languages, ["en", "es"]);
 }
 
+/// Ranking reads only the passages of the rarest words it needs, yet finds
+/// what reading every passage finds: the same sources in the same order for
+/// every question, even when its first look takes a single word.
+#[sqlx::test(migrations = "../migrations")]
+async fn reading_fewer_passages_ranks_the_same(pool: PgPool) {
+    let s = setup(pool).await;
+    let (agent, _) = s.agent("Support", "en", ENGLISH).await;
+    let agent = AgentId::parse(&agent).unwrap();
+    let mut conn = s.app.pool.acquire().await.unwrap();
+    let sources = |found: Vec<svc_core::store::knowledge::Found>| -> Vec<String> {
+        found.into_iter().map(|f| f.source_id.to_string()).collect()
+    };
+    let questions = ENGLISH_QUESTIONS.iter().map(|(q, _)| *q).chain([
+        "What do you know about the plans and what they cost per month?",
+        "days business delivery support the",
+        "Do you ship parcels to the European Union, and how long does it take?",
+    ]);
+    let mut pruned = 0;
+    for question in questions {
+        let everything = svc_core::answers::retrieve_reading(&mut conn, agent, question, f64::INFINITY).await.unwrap();
+        let least = svc_core::answers::retrieve_reading(&mut conn, agent, question, 0.0).await.unwrap();
+        assert!(!everything.is_empty(), "{question}");
+        assert_eq!(sources(least), sources(everything), "{question}");
+        let vocabulary = svc_core::store::knowledge::vocabulary(
+            &mut conn,
+            agent,
+            svc_core::store::types::StoredLanguage::En,
+            question,
+        )
+        .await
+        .unwrap();
+        pruned += usize::from(vocabulary.terms.len() > 1);
+    }
+    assert!(pruned > 3, "questions of several words, where reading less is possible");
+}
+
 /// Requiring every word finds little: the same questions through
 /// `websearch_to_tsquery` miss most of these passages (so the test above
 /// measures something).

@@ -21,7 +21,7 @@ pub use llm::{Llm, LlmConfig};
 
 use crate::error::Result;
 use crate::ids::{AgentId, SourceId};
-use crate::store::knowledge::{Bm25, Found};
+use crate::store::knowledge::{Bm25, Found, Vocabulary};
 use crate::store::{self};
 
 /// Sources an answer draws on, at most (contract §12).
@@ -57,11 +57,51 @@ pub struct Speaker {
     pub temperature: f64,
 }
 
+/// Passages the first ranking of a question may read, roughly: its rarest
+/// words are taken while the passages holding them stay within this.
+pub const FIRST_CANDIDATES: f64 = 2_000.0;
+
 /// The best passages for `question`, best first, one per source.
+///
+/// Ranking reads only the passages holding the question's rarest words (its
+/// essential terms), as MaxScore does: a passage holding none of them scores
+/// at most the sum of the other terms' bounds (`idf × (k1 + 1)` each, whatever
+/// their frequency), so once the `MAX_SOURCES`-th score found reaches that
+/// sum, no passage left unread can enter the answer. The result is exactly
+/// BM25F's over every passage, but a common word ("name", "use") no longer
+/// makes ranking read half the Agent's passages.
 pub async fn retrieve(conn: &mut PgConnection, agent: AgentId, question: &str) -> Result<Vec<Found>> {
+    retrieve_reading(conn, agent, question, FIRST_CANDIDATES).await
+}
+
+/// [`retrieve`] with the first ranking reading about `first_candidates`
+/// passages (the result is the same whatever it is; tests make it small).
+pub async fn retrieve_reading(
+    conn: &mut PgConnection,
+    agent: AgentId,
+    question: &str,
+    first_candidates: f64,
+) -> Result<Vec<Found>> {
     let mut best = Vec::new();
     for language in store::knowledge::languages(conn, agent).await? {
-        let ranked = store::knowledge::rank(conn, agent, language, question, WEIGHTS, MAX_SOURCES as i64).await?;
+        let vocabulary = store::knowledge::vocabulary(conn, agent, language, question).await?;
+        if vocabulary.terms.is_empty() {
+            continue;
+        }
+        let mut essential = first_essential(&vocabulary, first_candidates);
+        let ranked = loop {
+            let limit = MAX_SOURCES as i64;
+            let ranked = store::knowledge::rank(conn, agent, language, &vocabulary, essential, WEIGHTS, limit).await?;
+            let needed = match ranked.get(MAX_SOURCES - 1) {
+                Some(last) => essential_for(&vocabulary, last.score),
+                // Too few sources yet: any passage with another term could join.
+                None => essential + 1,
+            };
+            if needed <= essential || essential >= vocabulary.terms.len() {
+                break ranked;
+            }
+            essential = needed.min(vocabulary.terms.len());
+        };
         if ranked.is_empty() {
             continue;
         }
@@ -74,6 +114,29 @@ pub async fn retrieve(conn: &mut PgConnection, agent: AgentId, question: &str) -
     best.sort_by(|a, b| b.1.total_cmp(&a.1));
     best.truncate(MAX_SOURCES);
     Ok(best.into_iter().map(|(found, _)| found).collect())
+}
+
+/// The rarest terms whose passages stay within `budget` (one at least).
+fn first_essential(vocabulary: &Vocabulary, budget: f64) -> usize {
+    let mut read = 0.0;
+    let within = vocabulary.terms.iter().take_while(|(_, df)| {
+        read += df;
+        read <= budget
+    });
+    within.count().max(1)
+}
+
+/// The fewest rarest terms such that a passage holding none of them scores at
+/// most `threshold`: the other terms' bounds sum to no more than it.
+fn essential_for(vocabulary: &Vocabulary, threshold: f64) -> usize {
+    let bound = |i: usize| vocabulary.idf(i) * (WEIGHTS.k1 + 1.0);
+    let mut rest: f64 = (0..vocabulary.terms.len()).map(bound).sum();
+    let mut essential = 0;
+    while essential < vocabulary.terms.len() && rest > threshold {
+        rest -= bound(essential);
+        essential += 1;
+    }
+    essential
 }
 
 /// Answers `question` for `speaker`: retrieval on a pooled connection that is

@@ -349,31 +349,26 @@ pub async fn retire(conn: &mut PgConnection, revision: RevisionId) -> sqlx::Resu
 pub struct Job {
     pub state: StoredRevisionState,
     pub attempts: i32,
-    /// Another worker holds a lease that has not run out.
-    pub leased_by_other: bool,
+    /// An attempt holds a lease that has not run out: another process's, or
+    /// another job slot's of this one (a duplicate job), whoever's name it bears.
+    pub leased: bool,
     /// It was imported longer ago than the processing deadline.
     pub overdue: bool,
 }
 
 /// Reads and locks a revision a worker was asked to process.
 #[tracing::instrument(level = "debug", skip(conn))]
-pub async fn lock_job(
-    conn: &mut PgConnection,
-    revision: RevisionId,
-    worker: &str,
-    deadline_secs: f64,
-) -> sqlx::Result<Option<Job>> {
+pub async fn lock_job(conn: &mut PgConnection, revision: RevisionId, deadline_secs: f64) -> sqlx::Result<Option<Job>> {
     sqlx::query_as!(
         Job,
         r#"
         SELECT state AS "state: StoredRevisionState", attempts,
-               (lease_owner IS DISTINCT FROM $2 AND coalesce(lease_until > now(), false)) AS "leased_by_other!",
-               imported_at < now() - make_interval(secs => $3) AS "overdue!"
+               coalesce(lease_until > now(), false) AS "leased!",
+               imported_at < now() - make_interval(secs => $2) AS "overdue!"
         FROM knowledge_revisions WHERE id = $1
         FOR UPDATE
         "#,
         revision as RevisionId,
-        worker,
         deadline_secs,
     )
     .fetch_optional(conn)
@@ -744,57 +739,103 @@ pub struct Bm25 {
     pub title_weight: f64,
 }
 
-/// The best passage of each of the Agent's sources that match `question` in
-/// `language`, best first, at most `limit`: BM25F with document frequencies
-/// and lengths of the Agent's own active revisions (one statement).
-///
-/// Term frequencies come from `ts_rank` with one term: with every weight 1 it
-/// is H₂(tf)/ζ(2) (H₂ the partial sums of 1/j²), which is inverted exactly; with
-/// only weight `A` set it counts the title's occurrences, which come first.
-/// Candidates are the passages holding a term in at most half of the passages
-/// (all terms, when every one is that common): a near-universal term finds
-/// everything and adds almost nothing to a score.
+/// What ranking needs to know of a question's words in an Agent's passages of
+/// one language: the passages there are, their mean length, and each word of
+/// the question that occurs, with its document frequency, rarest first.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Vocabulary {
+    /// Passages of the Agent's active revisions in the language.
+    pub passages: f64,
+    /// Their mean length in words.
+    pub mean_length: f64,
+    /// (lexeme, passages holding it), rarest first.
+    pub terms: Vec<(String, f64)>,
+}
+
+impl Vocabulary {
+    /// BM25's inverse document frequency of the `i`-th term.
+    pub fn idf(&self, i: usize) -> f64 {
+        let df = self.terms[i].1;
+        (1.0 + (self.passages - df + 0.5) / (df + 0.5)).ln()
+    }
+}
+
+/// The question's words as the Agent's passages in `language` hold them.
 #[tracing::instrument(level = "debug", skip(conn, question))]
-pub async fn rank(
+pub async fn vocabulary(
     conn: &mut PgConnection,
     agent: AgentId,
     language: StoredLanguage,
     question: &str,
+) -> sqlx::Result<Vocabulary> {
+    // One statement: the sizes ride along on every term's row (no row, no
+    // term, and then they are not needed).
+    let rows = sqlx::query!(
+        r#"
+        WITH stats AS (
+            SELECT coalesce(sum(passages), 0)::float8 AS passages,
+                   coalesce(sum(tokens), 0)::float8 / greatest(sum(passages), 1) AS mean_length
+            FROM knowledge_revisions WHERE agent_id = $1 AND state = 'active' AND language = $2
+        )
+        SELECT l.lexeme AS "lexeme!", f.df AS "df!", stats.passages AS "passages!", stats.mean_length AS "mean_length!"
+        FROM (SELECT DISTINCT lexeme FROM unnest(tsvector_to_array(to_tsvector($3::regconfig, $4))) AS l(lexeme)) l
+        CROSS JOIN stats
+        CROSS JOIN LATERAL (
+            SELECT coalesce(sum(k.passages), 0)::float8 AS df FROM knowledge_terms k
+            WHERE k.agent_id = $1 AND k.language = $2 AND k.lexeme = l.lexeme
+        ) f
+        WHERE f.df > 0
+        ORDER BY f.df, l.lexeme
+        "#,
+        agent as AgentId,
+        language as StoredLanguage,
+        search_config(language) as &str,
+        question,
+    )
+    .fetch_all(conn)
+    .await?;
+    let (passages, mean_length) = rows.first().map_or((0.0, 0.0), |r| (r.passages, r.mean_length));
+    Ok(Vocabulary { passages, mean_length, terms: rows.into_iter().map(|r| (r.lexeme, r.df)).collect() })
+}
+
+/// The best passage of each of the Agent's sources in `language`, best first,
+/// at most `limit`, among the passages holding one of the first `essential`
+/// terms of `vocabulary` (the rarest): BM25F over all its terms, with document
+/// frequencies and lengths of the Agent's own active revisions.
+///
+/// Term frequencies come from `ts_rank` with one term: with every weight 1 it
+/// is H₂(tf)/ζ(2) (H₂ the partial sums of 1/j²), which is inverted exactly; with
+/// only weight `A` set it counts the title's occurrences, which come first.
+#[tracing::instrument(level = "debug", skip(conn, vocabulary))]
+pub async fn rank(
+    conn: &mut PgConnection,
+    agent: AgentId,
+    language: StoredLanguage,
+    vocabulary: &Vocabulary,
+    essential: usize,
     weights: Bm25,
     limit: i64,
 ) -> sqlx::Result<Vec<Ranked>> {
+    let (lexemes, dfs): (Vec<String>, Vec<f64>) = vocabulary.terms.iter().cloned().unzip();
     sqlx::query_as!(
         Ranked,
         r#"
-        WITH stats AS (
-            SELECT coalesce(sum(passages), 0)::float8 AS n,
-                   coalesce(sum(tokens), 0)::float8 / greatest(sum(passages), 1) AS avgdl
-            FROM knowledge_revisions WHERE agent_id = $1 AND state = 'active' AND language = $2
-        ), lexemes AS (
-            SELECT DISTINCT lexeme FROM unnest(tsvector_to_array(to_tsvector($3::regconfig, $4))) AS l(lexeme)
-        ), terms AS (
-            SELECT f.df, ln(1 + (stats.n - f.df + 0.5) / (f.df + 0.5)) AS idf,
-                   ('''' || replace(replace(l.lexeme, '\', '\\'), '''', '''''') || '''')::tsquery AS term
-            FROM lexemes l CROSS JOIN stats
-            CROSS JOIN LATERAL (
-                SELECT coalesce(sum(k.passages), 0)::float8 AS df FROM knowledge_terms k
-                WHERE k.agent_id = $1 AND k.language = $2 AND k.lexeme = l.lexeme
-            ) f
-            WHERE f.df > 0
+        WITH terms AS (
+            SELECT t.i, ln(1 + ($5::float8 - t.df + 0.5) / (t.df + 0.5)) AS idf,
+                   ('''' || replace(replace(t.lexeme, '\', '\\'), '''', '''''') || '''')::tsquery AS term
+            FROM unnest($3::text[], $4::float8[]) WITH ORDINALITY AS t(lexeme, df, i)
         ), candidates AS (
             SELECT p.source_id, p.revision_id, p.ordinal, p.search, p.tokens
             FROM knowledge_passages p
             WHERE p.agent_id = $1 AND p.language = $2
-              AND p.search @@ (SELECT coalesce(
-                    (SELECT string_agg(term::text, ' | ')::tsquery FROM terms WHERE df <= (SELECT n FROM stats) / 2),
-                    (SELECT string_agg(term::text, ' | ')::tsquery FROM terms)))
+              AND p.search @@ (SELECT string_agg(term::text, ' | ')::tsquery FROM terms WHERE i <= $7)
         ), scored AS (
             SELECT c.source_id, c.revision_id, c.ordinal,
-                   sum(t.idf * f.tf * ($5::float8 + 1) / (f.tf + $5::float8 * (1 - $6::float8 + $6::float8 * c.tokens / stats.avgdl))) AS score
-            FROM candidates c CROSS JOIN terms t CROSS JOIN stats
+                   sum(t.idf * f.tf * ($8::float8 + 1) / (f.tf + $8::float8 * (1 - $9::float8 + $9::float8 * c.tokens / $6::float8))) AS score
+            FROM candidates c CROSS JOIN terms t
             CROSS JOIN LATERAL (
                 SELECT round(1 / (1.64493406685 * (1 - ts_rank('{1,1,1,1}', c.search, t.term, 0))) - 0.5)
-                     + ($7::float8 - 1) * round(1 / (1.64493406685 * (1 - ts_rank('{0,0,0,1}', c.search, t.term, 0))) - 0.5)
+                     + ($10::float8 - 1) * round(1 / (1.64493406685 * (1 - ts_rank('{0,0,0,1}', c.search, t.term, 0))) - 0.5)
                      AS tf
             ) f
             WHERE f.tf > 0
@@ -805,12 +846,15 @@ pub async fn rank(
         )
         SELECT source_id AS "source_id!: SourceId", revision_id AS "revision_id!: RevisionId",
                ordinal AS "ordinal!", score AS "score!"
-        FROM best ORDER BY score DESC, source_id LIMIT $8
+        FROM best ORDER BY score DESC, source_id LIMIT $11
         "#,
         agent as AgentId,
         language as StoredLanguage,
-        search_config(language) as &str,
-        question,
+        &lexemes,
+        &dfs,
+        vocabulary.passages,
+        vocabulary.mean_length.max(1.0),
+        i64::try_from(essential).unwrap_or(i64::MAX),
         weights.k1,
         weights.b,
         weights.title_weight,
