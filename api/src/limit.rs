@@ -6,10 +6,10 @@
 //! per_minute` seconds. Memory is bounded: buckets that have refilled are
 //! forgotten (they hold nothing a new bucket would not), and past
 //! [`MAX_CLIENTS`] live buckets new clients are refused until some refill.
-//! Each API replica counts on its own.
+//! Each API replica counts on its own. An IPv6 client is counted by its /64.
 
 use std::collections::HashMap;
-use std::net::IpAddr;
+use std::net::{IpAddr, Ipv6Addr};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -63,20 +63,22 @@ impl RateLimiter {
             // A panic elsewhere poisoned the lock: refuse rather than count wrong.
             return Err(Duration::from_secs(60));
         };
+        let client = client_key(client);
         if state.buckets.len() >= self.max_clients && state.swept.is_none_or(|at| now - at >= SWEEP_EVERY) {
             state.buckets.retain(|_, bucket| refilled(bucket) < capacity);
             state.swept = Some(now);
-        }
-        let full = state.buckets.len() >= self.max_clients;
-        let bucket = match state.buckets.get_mut(&(client, agent)) {
-            Some(bucket) => bucket,
-            None if full => {
+            if state.buckets.len() >= self.max_clients {
+                // Once per sweep, not once per refusal.
                 tracing::warn!(
                     clients = self.max_clients,
                     "public answers: too many clients at once; refusing new ones"
                 );
-                return Err(Duration::from_secs_f64(60.0 / capacity).max(Duration::from_secs(1)));
             }
+        }
+        let full = state.buckets.len() >= self.max_clients;
+        let bucket = match state.buckets.get_mut(&(client, agent)) {
+            Some(bucket) => bucket,
+            None if full => return Err(Duration::from_secs_f64(60.0 / capacity).max(Duration::from_secs(1))),
             None => state.buckets.entry((client, agent)).or_insert(Bucket { tokens: capacity, at: now }),
         };
         let tokens = refilled(bucket);
@@ -95,12 +97,39 @@ impl RateLimiter {
     }
 }
 
+/// The client a bucket counts: an IPv4 address, or an IPv6 /64 (one host
+/// commonly holds a whole /64, and would otherwise have a bucket per address).
+fn client_key(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => IpAddr::V6(Ipv6Addr::from(u128::from(v6) & !u128::from(u64::MAX))),
+        },
+        v4 => v4,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    const ONE: IpAddr = IpAddr::V4(std::net::Ipv4Addr::new(192, 0, 2, 1));
-    const TWO: IpAddr = IpAddr::V4(std::net::Ipv4Addr::new(192, 0, 2, 2));
+    use std::net::Ipv4Addr;
+
+    const ONE: IpAddr = IpAddr::V4(Ipv4Addr::new(192, 0, 2, 1));
+    const TWO: IpAddr = IpAddr::V4(Ipv4Addr::new(192, 0, 2, 2));
+
+    #[test]
+    fn an_ipv6_64_is_one_client() {
+        let limiter = RateLimiter::new(1);
+        let (agent, now) = (AgentId::new(), Instant::now());
+        let host = |last: u16| IpAddr::V6(Ipv6Addr::new(0x2001, 0xdb8, 0, 7, 0, 0, 0, last));
+        limiter.take(host(1), agent, now).unwrap();
+        assert!(limiter.take(host(2), agent, now).is_err(), "another address of the same /64");
+        limiter.take(IpAddr::V6(Ipv6Addr::new(0x2001, 0xdb8, 0, 8, 0, 0, 0, 1)), agent, now).unwrap();
+        // An IPv4 client seen through an IPv4-mapped address is that client.
+        limiter.take(ONE, agent, now).unwrap();
+        assert!(limiter.take(IpAddr::V6(Ipv4Addr::new(192, 0, 2, 1).to_ipv6_mapped()), agent, now).is_err());
+    }
 
     #[test]
     fn a_burst_then_one_answer_per_interval() {

@@ -17,6 +17,7 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::Instant;
 
 use axum::Extension;
+use axum::extract::rejection::PathRejection;
 use axum::extract::{ConnectInfo, Path, Request, State};
 use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -28,6 +29,7 @@ use svc_contract::resources::Language;
 use svc_core::chat::{self, PublicAgent};
 use svc_core::ids::AgentId;
 
+use crate::access::Called;
 use crate::app::AppState;
 use crate::limit::RateLimiter;
 use crate::operations::{declared_length, header_str};
@@ -123,6 +125,17 @@ async fn admitted(state: &AppState, agent: &str, headers: &HeaderMap) -> Result<
 }
 
 async fn answers(
+    state: State<AppState>,
+    request_id: Extension<RequestId>,
+    agent: Result<Path<String>, PathRejection>,
+    request: Request,
+) -> Response {
+    let mut response = answer(state, request_id, Path(agent_id(agent)), request).await;
+    response.extensions_mut().insert(Called("public.answers".into()));
+    response
+}
+
+async fn answer(
     State(state): State<AppState>,
     Extension(request_id): Extension<RequestId>,
     Path(agent): Path<String>,
@@ -175,14 +188,20 @@ async fn answers(
     }
 }
 
+/// The Agent id in the path; one that is not even text (bad percent-encoding)
+/// names no Agent, which is answered as any unknown one is.
+fn agent_id(path: Result<Path<String>, PathRejection>) -> String {
+    path.map(|Path(agent)| agent).unwrap_or_default()
+}
+
 /// The CORS preflight of the answers endpoint.
 async fn preflight(
     State(state): State<AppState>,
     Extension(request_id): Extension<RequestId>,
-    Path(agent): Path<String>,
+    agent: Result<Path<String>, PathRejection>,
     headers: HeaderMap,
 ) -> Response {
-    let (_, origin) = match admitted(&state, &agent, &headers).await {
+    let (_, origin) = match admitted(&state, &agent_id(agent), &headers).await {
         Ok(admitted) => admitted,
         Err(problem) => return refused(&problem, &request_id, None),
     };
@@ -217,7 +236,8 @@ fn grant(headers: &mut HeaderMap, origin: &HeaderValue) {
 
 /// `GET /chat/{agentId}`: the chat page while the Agent answers the public, a
 /// 404 page otherwise.
-async fn page(State(state): State<AppState>, Path(agent): Path<String>) -> Response {
+async fn page(State(state): State<AppState>, agent: Result<Path<String>, PathRejection>) -> Response {
+    let agent = agent_id(agent);
     match answering(&state, &agent).await {
         Ok(agent) => html(StatusCode::OK, &chat_page(&agent)),
         Err(problem) if problem.code == svc_contract::ProblemCode::ResourceNotFound => {

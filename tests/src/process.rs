@@ -22,6 +22,13 @@ pub fn binary(name: &str) -> PathBuf {
     path
 }
 
+/// A TCP port on 127.0.0.1 that nothing listens on now (for a process started
+/// next to listen on, or for an address where nothing answers).
+pub fn free_port() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
+    listener.local_addr().expect("an address").port()
+}
+
 /// Runs a command to completion; returns (exit status, stdout, stderr).
 pub async fn run(name: &str, args: &[&str], envs: &[(&str, &str)]) -> (ExitStatus, String, String) {
     let output = Command::new(binary(name))
@@ -43,6 +50,9 @@ pub struct Spawned {
     child: Child,
     lines: Arc<Mutex<Vec<String>>>,
     reader: Option<tokio::task::JoinHandle<()>>,
+    /// Leads a process group of its own (a script and what it starts), which
+    /// signals reach whole and which is killed whole when dropped.
+    group: bool,
 }
 
 impl Spawned {
@@ -52,14 +62,18 @@ impl Spawned {
 
     /// [`Spawned::start`] for a binary at `path`.
     pub fn start_at(path: &std::path::Path, args: &[&str], envs: &[(&str, &str)]) -> Self {
-        let mut child = Command::new(path)
-            .args(args)
-            .envs(envs.iter().copied())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("the binary starts");
+        Self::spawn(Command::new(path).args(args).envs(envs.iter().copied()), false)
+    }
+
+    /// Runs a script in a process group of its own, as a terminal would: a
+    /// signal goes to the script and every process it started (Ctrl-C).
+    pub fn start_group(path: &std::path::Path, envs: &[(&str, &str)]) -> Self {
+        Self::spawn(Command::new(path).envs(envs.iter().copied()).process_group(0), true)
+    }
+
+    fn spawn(command: &mut Command, group: bool) -> Self {
+        let mut child =
+            command.stdout(Stdio::null()).stderr(Stdio::piped()).kill_on_drop(true).spawn().expect("the binary starts");
         let lines = Arc::new(Mutex::new(Vec::new()));
         let stderr = child.stderr.take().expect("piped stderr");
         let sink = lines.clone();
@@ -69,7 +83,7 @@ impl Spawned {
                 sink.lock().expect("the log lock").push(line);
             }
         });
-        Self { child, lines, reader: Some(reader) }
+        Self { child, lines, reader: Some(reader), group }
     }
 
     /// Everything logged so far.
@@ -91,10 +105,12 @@ impl Spawned {
         panic!("no log line with {needle:?} within 30 s:\n{}", self.logs());
     }
 
-    /// Sends a signal (`TERM`, `KILL`, `STOP`, `CONT`, ...) to the process.
+    /// Sends a signal (`TERM`, `KILL`, `STOP`, `CONT`, ...) to the process (to
+    /// its whole group, for [`Spawned::start_group`]).
     pub async fn signal(&mut self, signal: &str) {
-        let pid = self.child.id().expect("a running process").to_string();
-        let sent = Command::new("kill").args([&format!("-{signal}"), &pid]).status().await.expect("kill runs");
+        let pid = self.child.id().expect("a running process");
+        let pid = if self.group { format!("-{pid}") } else { pid.to_string() };
+        let sent = Command::new("kill").args([&format!("-{signal}"), "--", &pid]).status().await.expect("kill runs");
         assert!(sent.success());
         if signal == "KILL" {
             let _ = self.child.wait().await;
@@ -113,5 +129,16 @@ impl Spawned {
             let _ = tokio::time::timeout(Duration::from_secs(5), reader).await;
         }
         status
+    }
+}
+
+impl Drop for Spawned {
+    /// A group left running (a failed test) is killed whole, not only its leader.
+    fn drop(&mut self) {
+        if self.group
+            && let Some(pid) = self.child.id()
+        {
+            let _ = std::process::Command::new("kill").args(["-KILL", "--", &format!("-{pid}")]).status();
+        }
     }
 }

@@ -135,11 +135,21 @@ async fn a_killed_worker_loses_nothing(pool: PgPool) {
     let mut first = Worker::start(&database, REDIS, &ns, &[("SVC_WORKER_CONCURRENCY", "2")]).await;
     let sources: Vec<String> = add_all(&tenant, &api, 20).await;
     let processing = "SELECT count(*) FROM knowledge_revisions WHERE state = 'processing'";
-    for _ in 0..500 {
+    // Freeze the worker (SIGSTOP) the moment it holds work, and look again while
+    // it cannot move: between two jobs it holds nothing, and a kill landing
+    // there would test nothing. Then SIGKILL it, frozen.
+    for _ in 0..50 {
+        for _ in 0..500 {
+            if sqlx::query_scalar::<_, i64>(processing).fetch_one(&pool).await.unwrap() > 0 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        first.process.signal("STOP").await;
         if sqlx::query_scalar::<_, i64>(processing).fetch_one(&pool).await.unwrap() > 0 {
             break;
         }
-        tokio::time::sleep(Duration::from_millis(10)).await;
+        first.process.signal("CONT").await;
     }
     first.kill().await;
     let done = "SELECT count(*) FROM knowledge_revisions WHERE state = 'active'";
@@ -235,10 +245,7 @@ async fn two_replicas_share_the_work(pool: PgPool) {
 async fn a_worker_without_its_dependencies_is_not_ready_and_says_so(pool: PgPool) {
     let database = database_url(&pool);
     migrate(&database).await;
-    let nowhere = {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        format!("redis://127.0.0.1:{}", listener.local_addr().unwrap().port())
-    };
+    let nowhere = format!("redis://127.0.0.1:{}", svc_tests::process::free_port());
     let mut process = svc_tests::process::Spawned::start(
         "svc-worker",
         &[],

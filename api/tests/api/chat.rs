@@ -8,31 +8,15 @@ use svc_core::chat::{Origin, public_agent};
 use svc_core::ids::AgentId;
 use svc_tests::http::TestResponse;
 
-use crate::helpers::{BASE_URL, TestApp, TestUser, assert_ok, assert_problem};
+use crate::helpers::{BASE_URL, Tenant, assert_ok, assert_problem};
 
-struct Setup {
-    app: TestApp,
-    owner: TestUser,
-    ws: String,
-    agent: String,
-}
+type Setup = Tenant;
 
 async fn setup(pool: PgPool) -> Setup {
-    let app = TestApp::new(pool).await;
-    let (owner, ws) = app.owner("alice").await;
-    let agent = app.agent(&owner, &ws, "Helper").await;
-    Setup { app, owner, ws, agent }
+    Tenant::new(pool).await
 }
 
-impl Setup {
-    async fn call(&self, path: &str, input: Value) -> TestResponse {
-        self.app.op(path, &self.owner.token, Some(&self.ws), input).await
-    }
-
-    async fn ok(&self, path: &str, input: Value) -> Value {
-        assert_ok(path, &self.call(path, input).await)
-    }
-
+impl Tenant {
     async fn public_chat(&self) -> Value {
         self.ok("public-chats/inspect", json!({ "agentId": self.agent })).await["publicChat"].clone()
     }

@@ -272,8 +272,11 @@ async fn a_model_that_is_down_fails_the_answer_check_and_gives_the_conversation_
     assert_eq!(model.requests().len(), 2, "asked twice (one retry)");
     assert_eq!(s.conversations().await, 0, "an unanswered conversation is given back");
     assert_eq!(s.app.count("SELECT count(*) FROM conversations").await, 0);
-    // The public endpoint: the same failure, nothing spent.
-    assert_problem(&s.ask(Some(SHOP), "Delivery to Canada?").await, 422, "processing_failed");
+    // The public endpoint: the same failure, nothing spent, and nothing about
+    // the operator's model told to the public (its status, its address).
+    let body = assert_problem(&s.ask(Some(SHOP), "Delivery to Canada?").await, 422, "processing_failed");
+    assert_eq!(body["error"]["details"], serde_json::json!({ "reason": "model_unavailable" }));
+    assert!(!body.to_string().contains("503"), "{body}");
     assert_eq!(s.conversations().await, 0);
 }
 

@@ -36,8 +36,8 @@ impl Error {
     }
 }
 
-/// Row not found is `resource_not_found`; an unreachable or exhausted database is
-/// `internal_error` answered 503; anything else is logged and `internal_error`.
+/// Row not found is `resource_not_found`; an unreachable or exhausted database,
+/// or one whose schema is missing, is `internal_error` answered 503; anything else is logged and `internal_error`.
 fn database_problem(error: sqlx::Error) -> Problem {
     match error {
         sqlx::Error::RowNotFound => Problem::not_found("resource"),
@@ -48,6 +48,14 @@ fn database_problem(error: sqlx::Error) -> Problem {
         }
         sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed | sqlx::Error::Io(_) | sqlx::Error::WorkerCrashed => {
             tracing::warn!(error = %error, "database unavailable");
+            Problem::unavailable()
+        }
+        // An unmigrated database (or one behind this binary): an operator's
+        // `svc-api migrate` away from working, not a fault in the call.
+        sqlx::Error::Database(db)
+            if matches!(db.code().as_deref(), Some("42P01" | "42703" | "42704" | "42883" | "3F000")) =>
+        {
+            tracing::warn!(error = %db, "the database schema is missing or behind this binary: run `svc-api migrate`");
             Problem::unavailable()
         }
         // A lock or statement timeout, a deadlock or a serialization failure:

@@ -70,13 +70,12 @@ impl Llm {
     /// `processing_failed`.
     pub async fn answer(&self, speaker: &Speaker, question: &str, found: &[Found]) -> Result<String> {
         let body = request(&self.config.model, speaker, question, found).to_string();
-        let mut last = String::new();
         for attempt in 0..2 {
             match self.attempt(&body).await {
                 Ok(text) => return Ok(text),
                 Err(failed) => {
+                    // The cause is the operator's to read, never the caller's.
                     tracing::warn!(attempt, reason = %failed.reason, "the language model did not answer");
-                    last = failed.reason;
                     if !failed.retry {
                         break;
                     }
@@ -85,7 +84,6 @@ impl Llm {
         }
         Err(Problem::new(ProblemCode::ProcessingFailed, "The language model did not answer; try again shortly.")
             .with_detail("reason", "model_unavailable")
-            .with_detail("cause", last)
             .into())
     }
 

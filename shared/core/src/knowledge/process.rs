@@ -85,11 +85,11 @@ async fn begin(pool: &PgPool, revision: RevisionId, processing: &Processing) -> 
     let mut conn = pool.acquire().await?;
     let mut tx = conn.begin().await?;
     let deadline = processing.deadline.as_secs_f64();
-    let Some(job) = store::knowledge::lock_job(&mut tx, revision, &processing.worker, deadline).await? else {
+    let Some(job) = store::knowledge::lock_job(&mut tx, revision, deadline).await? else {
         tx.rollback().await?;
         return Ok(Begin::Skip);
     };
-    let decision = if !job.state.is_unfinished() || job.leased_by_other {
+    let decision = if !job.state.is_unfinished() || job.leased {
         Begin::Skip
     } else if job.overdue {
         Begin::Fail(error_code::PROCESSING_TIMEOUT)
