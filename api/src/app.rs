@@ -22,7 +22,6 @@ use svc_core::jobs::Queue;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tower::{Service as _, service_fn};
-use tower_http::trace::TraceLayer;
 
 use crate::body::BodyPolicy;
 use crate::config::ServeConfig;
@@ -31,7 +30,7 @@ use crate::guard::Guarded;
 use crate::metrics::Metrics;
 use crate::public::PublicSide;
 use crate::response::{self, RequestId};
-use crate::{discovery, health, keepalive, mcp, operations, public};
+use crate::{access, discovery, health, keepalive, mcp, operations, public};
 
 /// What every handler shares.
 #[derive(Clone)]
@@ -42,13 +41,22 @@ pub struct AppState {
     pub documents: Arc<Documents>,
     pub bodies: BodyPolicy,
     pub public: Arc<PublicSide>,
+    pub resource_metadata: Arc<crate::resource_metadata::ResourceMetadata>,
+    /// The development identity provider, with `--dev-idp`.
+    pub dev_idp: Option<Arc<crate::devidp::DevIdp>>,
 }
 
 impl AppState {
     pub fn new(pool: PgPool, config: &ServeConfig) -> anyhow::Result<Self> {
         let queue = Queue::new(config.redis_url(), &config.queue_namespace)?;
-        let service =
-            Service::new(pool, Some(queue), config.core()?).map_err(|e| anyhow::anyhow!(e))?.with_llm(config.llm()?);
+        let dev_idp = config.dev_idp.then(|| crate::devidp::DevIdp::new(config)).transpose()?.map(Arc::new);
+        let oidc = match &dev_idp {
+            Some(idp) => Some(idp.trust()),
+            None => config.oidc()?,
+        };
+        let service = Service::new(pool, Some(queue), config.core_with(oidc))
+            .map_err(|e| anyhow::anyhow!(e))?
+            .with_llm(config.llm()?);
         Ok(Self {
             service: Arc::new(service),
             redis: redis::Client::open(config.redis_url())?,
@@ -60,6 +68,8 @@ impl AppState {
                 config.public_answers_per_minute,
                 config.client_ip_header()?,
             )),
+            resource_metadata: Arc::new(crate::resource_metadata::ResourceMetadata::new(config)),
+            dev_idp,
         })
     }
 }
@@ -82,6 +92,11 @@ pub fn router(state: AppState, config: &ServeConfig, shutdown: CancellationToken
     let mcp = Router::new()
         .nest_service("/api/mcp", mcp::service(state.clone(), allowed_hosts(config), shutdown))
         .layer(middleware::from_fn_with_state(state.clone(), mcp::gate));
+    let resource_metadata = get(crate::resource_metadata::document);
+    let dev_idp = match &state.dev_idp {
+        Some(idp) => crate::devidp::routes(idp.clone()),
+        None => Router::new(),
+    };
     Router::new()
         .route("/api/public/operations/{*path}", any(operations::handle))
         .route("/api/public/client-config", get(discovery::client_config))
@@ -94,13 +109,14 @@ pub fn router(state: AppState, config: &ServeConfig, shutdown: CancellationToken
         .route("/chat/{agent_id}", public::page_route())
         .route("/chat/assets/chat.js", public::script_route())
         .route("/chat/assets/chat.css", public::style_route())
+        .route(crate::resource_metadata::PATH, resource_metadata.clone())
+        .route(&format!("{}/api/mcp", crate::resource_metadata::PATH), resource_metadata)
         .merge(mcp)
+        .merge(dev_idp)
+        .layer(middleware::from_fn_with_state(state.clone(), crate::resource_metadata::challenge))
         .fallback(not_found)
         .with_state(state)
-        .layer(TraceLayer::new_for_http().make_span_with(|request: &Request| {
-            let request_id = request.extensions().get::<RequestId>().map(|r| r.0.as_str()).unwrap_or_default();
-            tracing::info_span!("request", method = %request.method(), path = %request.uri().path(), request_id)
-        }))
+        .layer(middleware::from_fn(access::layer))
         .layer(middleware::from_fn(keepalive::layer))
         .layer(middleware::from_fn(request_id))
 }
@@ -123,6 +139,8 @@ async fn not_found(request: Request) -> Response {
 
 /// A bound, ready-to-run API server.
 pub struct App {
+    /// `{base_url}`, with the port the listener got.
+    pub public_base_url: String,
     listener: TcpListener,
     router: Router,
     shutdown: CancellationToken,
@@ -133,11 +151,19 @@ pub struct App {
 impl App {
     /// Binds the listener (port 0 picks a free port) and builds the router.
     pub async fn build(config: &ServeConfig, pool: PgPool) -> anyhow::Result<Self> {
+        if config.dev_idp {
+            crate::devidp::check(config)?;
+        }
         let listener = TcpListener::bind(config.bind).await?;
+        let config = &config.bound_to(listener.local_addr()?);
         let shutdown = CancellationToken::new();
         let state = AppState::new(pool, config)?;
+        if state.dev_idp.is_some() {
+            crate::devidp::prepare(&state, config).await?;
+        }
         let router = router(state, config, shutdown.clone());
         Ok(Self {
+            public_base_url: config.public_base_url(),
             listener,
             router,
             shutdown,

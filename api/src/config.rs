@@ -28,6 +28,9 @@ pub const DEFAULT_LARGE_BODY_WAIT_SECS: u64 = 10;
 pub const DEFAULT_WORKSPACE_TURN_WAIT_SECS: u64 = 10;
 pub const DEFAULT_LLM_TIMEOUT_SECS: u64 = 20;
 pub const DEFAULT_PUBLIC_ANSWERS_PER_MINUTE: u32 = 30;
+pub const DEFAULT_DEV_ENV_FILE: &str = ".svc-dev.env";
+/// The client id the development identity provider knows when `SVC_OIDC_CLIENT_ID` is unset.
+pub const DEFAULT_DEV_CLIENT_ID: &str = "svc-cli";
 
 /// Where the database is (shared by every subcommand).
 #[derive(Clone, Debug, clap::Args)]
@@ -127,12 +130,55 @@ pub struct ServeConfig {
     /// connection's peer address, which behind a proxy is the proxy's.
     #[arg(long, env = "SVC_CLIENT_IP_HEADER")]
     pub client_ip_header: Option<String>,
+    /// Development only: run a built-in OpenID Connect issuer at
+    /// `{base_url}/dev/oidc` that signs in one local User without a password,
+    /// trust its tokens, and seed that User, a Workspace and an operator API key.
+    /// Refused unless `SVC_BIND` and the base URL are loopback addresses, and
+    /// with `SVC_OIDC_ISSUER`.
+    #[arg(long, env = "SVC_DEV_IDP", value_parser = clap::builder::BoolishValueParser::new())]
+    pub dev_idp: bool,
+    /// Where `--dev-idp` writes the shell file to `source` (mode 0600): the
+    /// endpoint, the seeded Workspace, a User token and the API key.
+    #[arg(long, env = "SVC_DEV_ENV_FILE", default_value = DEFAULT_DEV_ENV_FILE)]
+    pub dev_env_file: PathBuf,
 }
 
 impl ServeConfig {
     pub fn public_base_url(&self) -> String {
         let url = self.public_base_url.clone().unwrap_or_else(|| format!("http://{}", self.bind));
         url.trim_end_matches('/').to_owned()
+    }
+
+    /// The same settings, with the base URL defaulting to the address the
+    /// listener got (`SVC_BIND` may ask for port 0).
+    pub fn bound_to(&self, addr: SocketAddr) -> Self {
+        let mut bound = self.clone();
+        bound.bind = addr;
+        bound
+    }
+
+    /// The issuer of the built-in development identity provider.
+    pub fn dev_issuer(&self) -> String {
+        format!("{}/dev/oidc", self.public_base_url())
+    }
+
+    /// The issuer User tokens come from (and that client-config publishes).
+    pub fn issuer(&self) -> Option<String> {
+        if self.dev_idp { Some(self.dev_issuer()) } else { self.oidc_issuer.clone() }
+    }
+
+    /// The client id published for sign-in.
+    pub fn client_id(&self) -> Option<String> {
+        match (&self.oidc_client_id, self.dev_idp) {
+            (None, true) => Some(DEFAULT_DEV_CLIENT_ID.to_owned()),
+            (id, _) => id.clone(),
+        }
+    }
+
+    /// The audience tokens of the development identity provider carry:
+    /// `SVC_OIDC_AUDIENCE`, else the base URL.
+    pub fn dev_audience(&self) -> String {
+        self.oidc_audience.clone().unwrap_or_else(|| self.public_base_url())
     }
 
     pub fn oidc(&self) -> anyhow::Result<Option<OidcConfig>> {
@@ -151,9 +197,14 @@ impl ServeConfig {
     }
 
     pub fn core(&self) -> anyhow::Result<CoreConfig> {
-        let mut core = CoreConfig::new(self.public_base_url(), self.oidc()?);
+        Ok(self.core_with(self.oidc()?))
+    }
+
+    /// The domain's configuration, trusting `oidc` for User sessions.
+    pub fn core_with(&self, oidc: Option<OidcConfig>) -> CoreConfig {
+        let mut core = CoreConfig::new(self.public_base_url(), oidc);
         core.gate_wait = Duration::from_secs(self.workspace_turn_wait_secs);
-        Ok(core)
+        core
     }
 
     /// The model answers come from, if one is configured.
@@ -244,6 +295,8 @@ impl Default for ServeConfig {
             llm_timeout_secs: DEFAULT_LLM_TIMEOUT_SECS,
             public_answers_per_minute: DEFAULT_PUBLIC_ANSWERS_PER_MINUTE,
             client_ip_header: None,
+            dev_idp: false,
+            dev_env_file: PathBuf::from(DEFAULT_DEV_ENV_FILE),
         }
     }
 }

@@ -18,10 +18,10 @@ pub struct Documents {
 impl Documents {
     pub fn new(config: &ServeConfig) -> Self {
         let base = config.public_base_url();
-        let oauth = config.oidc_issuer.as_ref().map(|issuer| {
+        let oauth = config.issuer().map(|issuer| {
             json!({
                 "issuer": issuer,
-                "clientId": config.oidc_client_id,
+                "clientId": config.client_id(),
                 "scopes": config.oidc_scopes,
             })
         });

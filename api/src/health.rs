@@ -8,6 +8,8 @@ use axum::http::{StatusCode, header};
 use axum::response::IntoResponse;
 use serde_json::json;
 
+use svc_core::runtime;
+
 use crate::app::AppState;
 
 const CHECK_TIMEOUT: Duration = Duration::from_secs(2);
@@ -17,17 +19,21 @@ pub async fn healthz() -> impl IntoResponse {
     Json(json!({ "status": "ok" }))
 }
 
-/// The database and Redis are reachable: 200, else 503 naming what is not.
+/// The database is reachable and migrated for this binary, and Redis is
+/// reachable: 200, else 503 naming what is not (`unreachable`, or the
+/// database's `unmigrated` or `behind`).
 pub async fn readyz(State(state): State<AppState>) -> impl IntoResponse {
-    let database = tokio::time::timeout(CHECK_TIMEOUT, sqlx::query("SELECT 1").execute(state.service.pool()))
-        .await
-        .is_ok_and(|r| r.is_ok());
+    let database = match tokio::time::timeout(CHECK_TIMEOUT, runtime::schema(state.service.pool())).await {
+        Ok(Ok(schema)) => schema.as_str(),
+        Ok(Err(_)) | Err(_) => "unreachable",
+    };
     let redis = tokio::time::timeout(CHECK_TIMEOUT, ping_redis(&state.redis)).await.is_ok_and(|r| r.is_ok());
-    let status = if database && redis { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
-    let word = |ok: bool| if ok { "ok" } else { "unreachable" };
+    let redis = if redis { "ok" } else { "unreachable" };
+    let ready = database == "ok" && redis == "ok";
+    let status = if ready { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
     let body = json!({
-        "status": if status == StatusCode::OK { "ready" } else { "unavailable" },
-        "checks": { "database": word(database), "redis": word(redis) }
+        "status": if ready { "ready" } else { "unavailable" },
+        "checks": { "database": database, "redis": redis }
     });
     (status, Json(body))
 }

@@ -2,10 +2,12 @@
 //! metrics, plus the operator commands. No business rules live here: every
 //! request becomes a call into `svc-core`.
 
+pub mod access;
 pub mod admin;
 pub mod app;
 pub mod body;
 pub mod config;
+pub mod devidp;
 pub mod discovery;
 pub mod guard;
 pub mod health;
@@ -15,6 +17,7 @@ pub mod mcp;
 pub mod metrics;
 pub mod operations;
 pub mod public;
+pub mod resource_metadata;
 pub mod response;
 
 pub use app::{App, AppState, router};

@@ -35,8 +35,6 @@ enum Command {
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../migrations");
-
 #[tokio::main]
 async fn main() -> ExitCode {
     runtime::init_logging();
@@ -56,14 +54,14 @@ async fn run(command: Command) -> anyhow::Result<()> {
             let database = &config.database;
             let pool = runtime::connect(database.url(), database.database_max_connections, database.timeouts())?;
             let app = App::build(&config, pool).await?;
-            tracing::info!(addr = %app.local_addr()?, base_url = %config.public_base_url(), "svc-api listening");
+            tracing::info!(addr = %app.local_addr()?, base_url = %app.public_base_url, "svc-api listening");
             app.run_until(runtime::shutdown_signal()).await;
             Ok(())
         }
         Command::Migrate(database) => {
             let pool = runtime::connect_unbounded(database.url(), 2)?;
-            MIGRATOR.run(&pool).await?;
-            let applied = MIGRATOR.iter().count();
+            runtime::MIGRATOR.run(&pool).await?;
+            let applied = runtime::MIGRATOR.iter().count();
             println!("{}", json!({ "migrated": true, "migrations": applied }));
             Ok(())
         }

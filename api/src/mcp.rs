@@ -28,6 +28,7 @@ use svc_contract::{CATALOG, Operation, Problem, catalog};
 use svc_core::Caller;
 use tokio_util::sync::CancellationToken;
 
+use crate::access::Called;
 use crate::app::AppState;
 use crate::metrics::Surface;
 use crate::operations::{client_hints, declared_length, header_str, workspace_header};
@@ -117,12 +118,15 @@ pub async fn gate(State(state): State<AppState>, request: Request, next: Next) -
         Ok(bytes) => bytes,
         Err(problem) => return refuse(problem),
     };
-    if let Err(refusal) = probe(&bytes, &request_id) {
-        return refusal;
-    }
+    let called = match probe(&bytes, &request_id) {
+        Ok(called) => called,
+        Err(refusal) => return refusal,
+    };
     parts.extensions.insert(authenticated);
     let response = next.run(Request::from_parts(parts, Body::from(bytes))).await;
-    with_request_id(response, &request_id).await
+    let mut response = with_request_id(response, &request_id).await;
+    response.extensions_mut().insert(called);
+    response
 }
 
 /// Whether `Accept` lists both media types MCP clients must accept (the rule
@@ -219,7 +223,7 @@ const INVALID_PARAMS: i64 = -32602;
 /// Checks the message is one JSON-RPC 2.0 request rmcp can take, and a tool
 /// call's body is within its operation's limit.
 #[expect(clippy::result_large_err, reason = "the error is the response itself")]
-fn probe(bytes: &[u8], request_id: &RequestId) -> Result<(), Response> {
+fn probe(bytes: &[u8], request_id: &RequestId) -> Result<Called, Response> {
     let error = |status: StatusCode, id: Option<Value>, code: i64, message: &str| {
         json_rpc_error(status, id, code, message, request_id)
     };
@@ -248,7 +252,9 @@ fn probe(bytes: &[u8], request_id: &RequestId) -> Result<(), Response> {
         return Err(error(StatusCode::BAD_REQUEST, message.id, INVALID_REQUEST, text));
     }
     if message.method.as_deref() != Some("tools/call") {
-        return Ok(());
+        // The method names the call in the access log (cut: it is the client's text).
+        let method: String = message.method.unwrap_or_default().chars().take(40).collect();
+        return Ok(Called(method.into()));
     }
     let params = message.params.unwrap_or(ProbeParams { name: None, arguments: None });
     if params.arguments.as_ref().is_some_and(|kind| *kind != JsonKind::Object) {
@@ -261,7 +267,7 @@ fn probe(bytes: &[u8], request_id: &RequestId) -> Result<(), Response> {
     {
         return Err(response::problem(&Problem::body_too_large(op.body_limit), request_id));
     }
-    Ok(())
+    Ok(Called(op.map_or("tools/call", |op| op.id).into()))
 }
 
 fn json_rpc_error(status: StatusCode, id: Option<Value>, code: i64, message: &str, request_id: &RequestId) -> Response {

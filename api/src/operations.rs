@@ -8,14 +8,19 @@ use std::time::{Duration, Instant};
 
 use axum::Extension;
 use axum::body::Body;
+use axum::extract::rejection::PathRejection;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, Method, header};
 use axum::response::Response;
 use serde_json::Value;
 use svc_contract::identity::SecretLocation;
-use svc_contract::{CLIENT_VERSION_HEADER, Problem, ProblemCode, SECRET_LOCATION_HEADER, WORKSPACE_HEADER, catalog};
+use svc_contract::{
+    CLIENT_VERSION_HEADER, IDEMPOTENCY_KEY_HEADER, Operation, Problem, ProblemCode, SECRET_LOCATION_HEADER,
+    WORKSPACE_HEADER, catalog,
+};
 use svc_core::ClientHints;
 
+use crate::access::Called;
 use crate::app::AppState;
 use crate::body::BodyPolicy;
 use crate::metrics::Surface;
@@ -55,14 +60,18 @@ pub fn client_hints(headers: &HeaderMap) -> ClientHints {
 pub async fn handle(
     State(state): State<AppState>,
     Extension(request_id): Extension<RequestId>,
-    Path(path): Path<String>,
+    path: Result<Path<String>, PathRejection>,
     method: Method,
     headers: HeaderMap,
     body: Body,
 ) -> Response {
-    let Some(op) = catalog::by_path(&path) else {
-        let problem = Problem::new(ProblemCode::ResourceNotFound, format!("There is no operation at `{path}`."));
+    let Ok(Path(path)) = path else {
+        // Not even text (bad percent-encoding): no operation is there.
+        let problem = Problem::new(ProblemCode::ResourceNotFound, "There is no operation at this address.");
         return response::problem(&problem, &request_id);
+    };
+    let Some(op) = catalog::by_path(&path) else {
+        return response::problem(&no_operation(&path), &request_id);
     };
     if method != Method::POST {
         return response::method_not_allowed(&request_id);
@@ -90,14 +99,59 @@ pub async fn handle(
                 read.await?
             }
         };
+        let input = with_idempotency_header(op, &headers, input)?;
         session.call(op, &caller, input, &client_hints(&headers)).await
     }
     .await;
     state.metrics.record(Surface::Http, op, result.as_ref().err().map(|p| p.code), started.elapsed());
-    match result {
+    let mut response = match result {
         Ok(reply) => response::success(&reply, &request_id),
         Err(problem) => response::problem(&problem, &request_id),
+    };
+    response.extensions_mut().insert(Called(op.id.into()));
+    response
+}
+
+/// `resource_not_found` for a path no operation has, naming the one a slip
+/// most likely meant.
+fn no_operation(path: &str) -> Problem {
+    let problem = Problem::new(ProblemCode::ResourceNotFound, format!("There is no operation at `{path}`."));
+    match catalog::nearest_path(path) {
+        Some(op) => Problem {
+            message: format!("There is no operation at `{path}`; did you mean `{}` ({})?", op.path, op.id).into(),
+            ..problem
+        }
+        .with_detail("suggestion", op.path),
+        None => problem,
     }
+}
+
+/// The `Idempotency-Key` header is the body's `idempotencyKey` (for the
+/// operations that take one; a read needs none and ignores it). Both given and
+/// different, or the header given twice, is a contradiction refused as such.
+fn with_idempotency_header(op: &Operation, headers: &HeaderMap, mut input: Value) -> Result<Value, Problem> {
+    let mut values = headers.get_all(IDEMPOTENCY_KEY_HEADER).iter();
+    let (Some(value), true) = (values.next(), op.mutating) else { return Ok(input) };
+    let conflict = |message: &'static str| Problem::invalid("idempotency_key_mismatch", message);
+    if values.next().is_some() {
+        return Err(conflict("Send one `Idempotency-Key` header."));
+    }
+    let Ok(key) = value.to_str() else {
+        return Err(Problem::invalid("malformed_header", "The `Idempotency-Key` header must be visible ASCII."));
+    };
+    // A body that is not an object is refused by the schema check that follows.
+    if let Value::Object(members) = &mut input {
+        match members.get("idempotencyKey") {
+            None => {
+                members.insert("idempotencyKey".to_owned(), Value::String(key.to_owned()));
+            }
+            Some(Value::String(body)) if body == key => {}
+            Some(_) => {
+                return Err(conflict("The `Idempotency-Key` header and the body's `idempotencyKey` differ."));
+            }
+        }
+    }
+    Ok(input)
 }
 
 /// Reads the body within `limit` bytes and its deadline and parses it; an empty

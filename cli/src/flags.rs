@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 
 use clap::{Arg, ArgAction, ArgMatches};
 use serde_json::{Map, Number, Value};
+use svc_contract::catalog::flag_name;
 use svc_contract::{Issue, Operation, Problem};
 
 use crate::outcome::Failure;
@@ -57,7 +58,7 @@ pub fn property_flags(op: &Operation) -> Vec<PropertyFlag> {
             let (kind, nullable) = kind_of(property);
             PropertyFlag {
                 property: name.as_str(),
-                long: kebab_case(name),
+                long: flag_name(name),
                 kind,
                 nullable,
                 required: required.contains(&name.as_str()),
@@ -71,20 +72,6 @@ pub fn property_flags(op: &Operation) -> Vec<PropertyFlag> {
     };
     flags.sort_by(|a, b| rank(a).cmp(&rank(b)).then_with(|| a.property.cmp(b.property)));
     flags
-}
-
-/// `agentId` → `agent-id`.
-pub fn kebab_case(name: &str) -> String {
-    let mut out = String::with_capacity(name.len() + 4);
-    for c in name.chars() {
-        if c.is_ascii_uppercase() {
-            out.push('-');
-            out.push(c.to_ascii_lowercase());
-        } else {
-            out.push(c);
-        }
-    }
-    out
 }
 
 fn kind_of(schema: &Value) -> (Kind, bool) {
@@ -350,7 +337,7 @@ mod tests {
         let flags = property_flags(by_id("knowledge_source.reconcile").unwrap());
         assert_eq!(flag(&flags, "manifest").kind, Kind::Json);
         assert_eq!(flag(&flags, "dryRun").kind, Kind::Boolean);
-        assert_eq!(kebab_case("idempotencyKey"), "idempotency-key");
+        assert_eq!(flag_name("idempotencyKey"), "idempotency-key");
     }
 
     #[test]

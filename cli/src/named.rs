@@ -18,6 +18,7 @@ use std::time::Duration;
 
 use clap::{Arg, ArgAction, ArgMatches};
 use serde_json::{Map, Value};
+use svc_contract::catalog::flag_name;
 use svc_contract::{Operation, Problem};
 
 use crate::flags::{Kind, PropertyFlag, SourceFiles, read_text};
@@ -63,7 +64,7 @@ fn flat_members(flag: &PropertyFlag) -> Vec<(&'static str, String)> {
     if !members.values().all(scalar) {
         return Vec::new();
     }
-    members.keys().map(|m| (m.as_str(), format!("{}-{}", flag.long, crate::flags::kebab_case(m)))).collect()
+    members.keys().map(|m| (m.as_str(), format!("{}-{}", flag.long, flag_name(m)))).collect()
 }
 
 /// The named flags of an operation, given its property flags.
@@ -122,12 +123,9 @@ fn member_help(schema: &Value) -> String {
 fn yes_help(op: &Operation) -> String {
     match confirm_target(op) {
         Some(id) if has(op, "tombstone") => {
-            format!(
-                "Confirms: sends `confirm` equal to --{}, with `tombstone` and `prune` true",
-                crate::flags::kebab_case(id)
-            )
+            format!("Confirms: sends `confirm` equal to --{}, with `tombstone` and `prune` true", flag_name(id))
         }
-        Some(id) => format!("Confirms: sends `confirm` equal to --{}", crate::flags::kebab_case(id)),
+        Some(id) => format!("Confirms: sends `confirm` equal to --{}", flag_name(id)),
         None => "Confirms: sends `confirm: true`".into(),
     }
 }

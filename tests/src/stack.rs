@@ -130,10 +130,7 @@ pub struct OwnRedis {
 
 impl OwnRedis {
     pub async fn start() -> Self {
-        let port = {
-            let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
-            listener.local_addr().expect("an address").port()
-        };
+        let port = crate::process::free_port();
         let mut redis = Self { port, child: None };
         redis.resume().await;
         redis

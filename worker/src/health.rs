@@ -1,4 +1,4 @@
-//! Readiness: whether PostgreSQL and Redis are reachable, watched every two
+//! Readiness: whether PostgreSQL (migrated for this binary) and Redis are reachable, watched every two
 //! seconds and logged the moment it changes; served with the metrics.
 
 use std::net::SocketAddr;
@@ -13,6 +13,7 @@ use axum::response::IntoResponse;
 use axum::routing::get;
 use serde_json::json;
 use sqlx::PgPool;
+use svc_core::runtime::{self, Schema};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
@@ -36,9 +37,10 @@ impl Readiness {
 pub async fn watch(pool: PgPool, redis: redis::Client, readiness: Arc<Readiness>, stop: CancellationToken) {
     let mut first = true;
     loop {
-        let database = tokio::time::timeout(EVERY, sqlx::query("SELECT 1").execute(&pool)).await;
+        let database = tokio::time::timeout(EVERY, runtime::schema(&pool)).await;
         let database = match database {
-            Ok(Ok(_)) => Ok(()),
+            Ok(Ok(Schema::Current)) => Ok(()),
+            Ok(Ok(schema)) => Err(format!("the database schema is {}: run `svc-api migrate`", schema.as_str())),
             Ok(Err(error)) => Err(error.to_string()),
             Err(_) => Err("no answer within 2 s".to_owned()),
         };

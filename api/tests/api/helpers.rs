@@ -252,3 +252,30 @@ pub fn assert_ok(path: &str, response: &TestResponse) -> Value {
     assert_request_id(response, &body);
     body["data"].clone()
 }
+
+/// An owner ("alice") with a Workspace and an Agent ("Helper"), calling as the
+/// owner in that Workspace: what most resource tests start from.
+pub struct Tenant {
+    pub app: TestApp,
+    pub owner: TestUser,
+    pub ws: String,
+    pub agent: String,
+}
+
+impl Tenant {
+    pub async fn new(pool: PgPool) -> Self {
+        let app = TestApp::new(pool).await;
+        let (owner, ws) = app.owner("alice").await;
+        let agent = app.agent(&owner, &ws, "Helper").await;
+        Self { app, owner, ws, agent }
+    }
+
+    pub async fn call(&self, path: &str, input: Value) -> TestResponse {
+        self.app.op(path, &self.owner.token, Some(&self.ws), input).await
+    }
+
+    /// [`Tenant::call`], which must succeed; its `data`.
+    pub async fn ok(&self, path: &str, input: Value) -> Value {
+        assert_ok(path, &self.call(path, input).await)
+    }
+}

@@ -201,6 +201,73 @@ async fn an_unreachable_database_is_a_503() {
     assert_eq!(ready.json()["checks"]["database"], "unreachable");
 }
 
+/// A database nobody migrated: `/readyz` says so, and every call is a 503 with
+/// `Retry-After` (an operator's `svc-api migrate` away), not a 500.
+#[sqlx::test(migrations = false)]
+async fn an_unmigrated_database_is_unready_and_answers_503(pool: PgPool) {
+    let app = TestApp::new(pool).await;
+    let ready = app.send(http::Request::get("/readyz").body(axum::body::Body::empty()).unwrap()).await;
+    assert_eq!(ready.status, 503);
+    assert_eq!(ready.json()["checks"]["database"], "unmigrated");
+    let token = app.issuer().token("anyone");
+    for response in [
+        app.op("identity/status", &token, None, json!({})).await,
+        app.mcp(Some(&token), None, json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/list" })).await,
+    ] {
+        assert_problem(&response, 503, "internal_error");
+        assert_eq!(response.header("retry-after"), Some("5"));
+    }
+}
+
+/// A database missing one of this binary's migrations is not ready.
+#[sqlx::test(migrations = "../migrations")]
+async fn a_database_behind_the_binary_is_unready(pool: PgPool) {
+    let app = TestApp::new(pool.clone()).await;
+    let readyz = || app.send(http::Request::get("/readyz").body(axum::body::Body::empty()).unwrap());
+    assert_eq!(readyz().await.status, 200);
+    sqlx::query("DELETE FROM _sqlx_migrations WHERE version = (SELECT max(version) FROM _sqlx_migrations)")
+        .execute(&pool)
+        .await
+        .unwrap();
+    let ready = readyz().await;
+    assert_eq!(ready.status, 503);
+    assert_eq!(ready.json()["checks"]["database"], "behind");
+}
+
+/// An unknown operation path names the one a slip most likely meant.
+#[sqlx::test(migrations = "../migrations")]
+async fn an_unknown_operation_suggests_the_nearest(pool: PgPool) {
+    let app = TestApp::new(pool).await;
+    let user = app.user("alice").await;
+    let body = assert_problem(&app.op("agent/create", &user.token, None, json!({})).await, 404, "resource_not_found");
+    assert_eq!(body["error"]["details"]["suggestion"], "agents/create");
+    assert!(body["error"]["message"].as_str().unwrap().contains("did you mean `agents/create`"), "{body}");
+    let body = assert_problem(&app.op("billing/charge", &user.token, None, json!({})).await, 404, "resource_not_found");
+    assert!(body["error"].get("details").is_none_or(|d| d.get("suggestion").is_none()), "{body}");
+}
+
+/// A path that is not even text (bad percent-encoding) gets the envelope, not
+/// the framework's plain-text refusal, on every route with a path parameter.
+#[sqlx::test(migrations = "../migrations")]
+async fn undecodable_paths_get_the_envelope(pool: PgPool) {
+    let app = TestApp::new(pool).await;
+    let user = app.user("alice").await;
+    assert_problem(&app.op("%FF", &user.token, None, json!({})).await, 404, "resource_not_found");
+    let request = |method: &str, uri: &str| {
+        http::Request::builder()
+            .method(method)
+            .uri(uri)
+            .header("origin", "https://shop.example")
+            .body(axum::body::Body::from("{}"))
+            .unwrap()
+    };
+    assert_problem(&app.send(request("POST", "/api/public/chat/%FF/answers")).await, 404, "resource_not_found");
+    assert_problem(&app.send(request("OPTIONS", "/api/public/chat/%FF/answers")).await, 404, "resource_not_found");
+    let page = app.send(request("GET", "/chat/%FF")).await;
+    assert_eq!(page.status, 404);
+    assert!(page.header("content-type").unwrap().starts_with("text/html"), "the 404 page");
+}
+
 /// A body that never arrives.
 struct Stalled;
 

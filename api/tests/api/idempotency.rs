@@ -32,6 +32,51 @@ async fn a_repeated_key_replays_the_first_result(pool: PgPool) {
     assert_eq!(assert_ok("agents/create", &reordered), a);
 }
 
+/// `Idempotency-Key`, as Stripe-style clients send it, is the body's key.
+#[sqlx::test(migrations = "../migrations")]
+async fn the_idempotency_key_header_is_the_body_key(pool: PgPool) {
+    let app = TestApp::new(pool).await;
+    let (owner, ws) = app.owner("alice").await;
+    let auth = format!("Bearer {}", owner.token);
+    let create = |key: &'static str, body: serde_json::Value| {
+        let auth = auth.clone();
+        let ws = ws.clone();
+        let app = &app;
+        async move {
+            let headers = [
+                ("authorization", auth.as_str()),
+                ("svc-workspace", ws.as_str()),
+                ("content-type", "application/json"),
+                ("idempotency-key", key),
+            ];
+            app.post_raw("agents/create", &headers, body.to_string()).await
+        }
+    };
+    let first = create(KEY, json!({ "name": "Helper" })).await;
+    let retried = create(KEY, json!({ "name": "Helper" })).await;
+    assert_eq!(assert_ok("agents/create", &first), assert_ok("agents/create", &retried));
+    assert_eq!(retried.header("idempotent-replayed"), Some("true"));
+    // The header and the same key in the body are one key.
+    let both = create(KEY, json!({ "name": "Helper", "idempotencyKey": KEY })).await;
+    assert_eq!(both.header("idempotent-replayed"), Some("true"));
+    // And the body's key alone replays a call made with the header.
+    let body_only =
+        app.op("agents/create", &owner.token, Some(&ws), json!({ "name": "Helper", "idempotencyKey": KEY }));
+    assert_eq!(body_only.await.header("idempotent-replayed"), Some("true"));
+    // Disagreeing: refused, nothing written.
+    let disagree = create(KEY, json!({ "name": "Other", "idempotencyKey": "another-key-0001" })).await;
+    let body = assert_problem(&disagree, 400, "invalid_request");
+    assert_eq!(body["error"]["details"]["reason"], "idempotency_key_mismatch");
+    // A header key is checked like a body key.
+    let body = assert_problem(&create("no", json!({ "name": "Other" })).await, 400, "invalid_request");
+    assert_eq!(body["error"]["details"]["issues"][0]["path"], "/idempotencyKey", "{body}");
+    assert_eq!(app.count("SELECT count(*) FROM agents").await, 1);
+    // A read takes no key and ignores the header.
+    let headers =
+        [("authorization", auth.as_str()), ("svc-workspace", ws.as_str()), ("idempotency-key", "whatever-0001")];
+    assert_ok("agents/list", &app.post_raw("agents/list", &headers, "{}").await);
+}
+
 #[sqlx::test(migrations = "../migrations")]
 async fn a_key_reused_for_another_call_is_a_conflict(pool: PgPool) {
     let app = TestApp::new(pool).await;

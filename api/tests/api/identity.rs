@@ -5,6 +5,7 @@ use sqlx::PgPool;
 use svc_tests::{Alg, TestIssuer, now_secs};
 
 use crate::helpers::{TestApp, assert_ok, assert_problem};
+use crate::resource_metadata::CHALLENGE;
 
 #[sqlx::test(migrations = "../migrations")]
 async fn a_user_with_one_workspace_has_it_selected(pool: PgPool) {
@@ -145,7 +146,7 @@ async fn bad_tokens_get_stable_codes_and_change_nothing(pool: PgPool) {
         let response = app.op("workspaces/create", &token, None, json!({ "name": "Should not exist" })).await;
         let body = assert_problem(&response, status, code);
         assert_eq!(body["error"]["details"]["reason"], reason, "{name}");
-        assert_eq!(response.header("www-authenticate"), Some("Bearer"), "{name}");
+        assert_eq!(response.header("www-authenticate"), Some(CHALLENGE), "{name}");
     }
     assert_eq!(app.count("SELECT count(*) FROM workspaces").await, 0);
 }

@@ -9,7 +9,7 @@ use sqlx::PgPool;
 use svc_core::ids::RevisionId;
 use svc_core::knowledge::{Outcome, Processing, process};
 
-use crate::helpers::{TestApp, TestUser, assert_ok, assert_problem};
+use crate::helpers::{Tenant, assert_ok, assert_problem};
 
 fn digest(content: &str) -> String {
     svc_contract::digest::sha256_prefixed(content.as_bytes())
@@ -45,29 +45,13 @@ fn pending_of(source: &Value) -> RevisionId {
     RevisionId::parse(source["pendingRevision"]["id"].as_str().expect("a pending revision")).unwrap()
 }
 
-struct Setup {
-    app: TestApp,
-    owner: TestUser,
-    ws: String,
-    agent: String,
-}
+type Setup = Tenant;
 
 async fn setup(pool: PgPool) -> Setup {
-    let app = TestApp::new(pool).await;
-    let (owner, ws) = app.owner("alice").await;
-    let agent = app.agent(&owner, &ws, "Helper").await;
-    Setup { app, owner, ws, agent }
+    Tenant::new(pool).await
 }
 
-impl Setup {
-    async fn call(&self, path: &str, input: Value) -> svc_tests::http::TestResponse {
-        self.app.op(path, &self.owner.token, Some(&self.ws), input).await
-    }
-
-    async fn ok(&self, path: &str, input: Value) -> Value {
-        assert_ok(path, &self.call(path, input).await)
-    }
-
+impl Tenant {
     async fn add(&self, key: &str, content: &str) -> Value {
         self.ok("knowledge-sources/add", add_input(&self.agent, key, content)).await["knowledgeSource"].clone()
     }
@@ -215,6 +199,25 @@ async fn concurrent_attempts_promote_once(pool: PgPool) {
     let attempts: i32 =
         sqlx::query_scalar("SELECT attempts FROM knowledge_revisions").fetch_one(&s.app.pool).await.unwrap();
     assert_eq!(attempts, 1, "the others found it leased or done");
+}
+
+/// Two job slots of one worker process (one worker name) given the same
+/// revision: one attempt, not two racing on the same passages.
+#[sqlx::test(migrations = "../migrations")]
+async fn concurrent_jobs_in_one_worker_attempt_once(pool: PgPool) {
+    let s = setup(pool).await;
+    let added = s.add("faq", &"A line of text about the office.\n\n".repeat(2000)).await;
+    let revision = pending_of(&added);
+    let mut jobs = tokio::task::JoinSet::new();
+    for _ in 0..4 {
+        let pool = s.app.pool.clone();
+        jobs.spawn(async move { process(&pool, revision, &processing("one-process")).await });
+    }
+    let outcomes: Vec<Outcome> = jobs.join_all().await.into_iter().map(|o| o.expect("no job fails")).collect();
+    assert_eq!(outcomes.iter().filter(|o| **o == Outcome::Promoted).count(), 1, "{outcomes:?}");
+    let attempts: i32 =
+        sqlx::query_scalar("SELECT attempts FROM knowledge_revisions").fetch_one(&s.app.pool).await.unwrap();
+    assert_eq!(attempts, 1, "the other slots found it leased or done");
 }
 
 #[sqlx::test(migrations = "../migrations")]

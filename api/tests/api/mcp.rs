@@ -5,6 +5,7 @@ use sqlx::PgPool;
 use svc_contract::CATALOG;
 
 use crate::helpers::{TestApp, assert_ok, assert_problem};
+use crate::resource_metadata::MCP_CHALLENGE;
 
 /// The JSON-RPC result of a tools/call.
 fn tool_result(response: &svc_tests::http::TestResponse) -> Value {
@@ -117,7 +118,7 @@ async fn bad_credentials_are_refused_before_json_rpc(pool: PgPool) {
         let response = app.mcp(token, None, list.clone()).await;
         let body = assert_problem(&response, 401, "authentication_required");
         assert_eq!(body["error"]["details"]["reason"], reason);
-        assert_eq!(response.header("www-authenticate"), Some("Bearer"));
+        assert_eq!(response.header("www-authenticate"), Some(MCP_CHALLENGE));
     }
     // Not even a JSON body is read.
     let mut request = http::Request::builder().method("POST").uri("/api/mcp").header("host", "svc.test");

@@ -252,6 +252,55 @@ pub fn by_path(path: &str) -> Option<&'static Operation> {
     CATALOG.iter().find(|op| op.path == path)
 }
 
+/// The operation a mistyped path most likely meant: the one whose path is the
+/// fewest edits away, when that is close enough to be a slip (`agent/create`,
+/// `agents/crate`); an operation id (`agent.create`) names its own.
+pub fn nearest_path(path: &str) -> Option<&'static Operation> {
+    if let Some(op) = by_id(path) {
+        return Some(op);
+    }
+    // Anything much longer than every path is not a slip of one.
+    if path.len() > 64 {
+        return None;
+    }
+    CATALOG
+        .iter()
+        .map(|op| (edit_distance(path.as_bytes(), op.path.as_bytes()), op))
+        .filter(|(distance, op)| *distance <= (op.path.len() / 4).max(2))
+        .min_by_key(|(distance, _)| *distance)
+        .map(|(_, op)| op)
+}
+
+/// Levenshtein distance, one row at a time.
+fn edit_distance(a: &[u8], b: &[u8]) -> usize {
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, &x) in a.iter().enumerate() {
+        let mut diagonal = row[0];
+        row[0] = i + 1;
+        for (j, &y) in b.iter().enumerate() {
+            let substitution = diagonal + usize::from(x != y);
+            diagonal = row[j + 1];
+            row[j + 1] = substitution.min(row[j] + 1).min(diagonal + 1);
+        }
+    }
+    row[b.len()]
+}
+
+/// The command-line flag of an input property, without its dashes (contract
+/// §14): `agentId` → `agent-id`.
+pub fn flag_name(property: &str) -> String {
+    let mut out = String::with_capacity(property.len() + 4);
+    for c in property.chars() {
+        if c.is_ascii_uppercase() {
+            out.push('-');
+            out.push(c.to_ascii_lowercase());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 /// Looks an operation up by its MCP tool name.
 pub fn by_tool_name(name: &str) -> Option<&'static Operation> {
     static NAMES: OnceLock<Vec<String>> = OnceLock::new();
@@ -621,6 +670,20 @@ widget.verify | WS, PD, NF, WA, EN, PF";
             expected_sorted.sort_by_key(|c| *c as u8);
             assert_eq!(actual, expected_sorted, "{id}");
         }
+    }
+
+    #[test]
+    fn nearest_path_names_the_operation_a_slip_meant() {
+        let nearest = |path: &str| nearest_path(path).map(|op| op.path);
+        assert_eq!(nearest("agent/create"), Some("agents/create"));
+        assert_eq!(nearest("agents/crate"), Some("agents/create"));
+        assert_eq!(nearest("agent.create"), Some("agents/create"));
+        assert_eq!(nearest("knowledge_sources/add"), Some("knowledge-sources/add"));
+        assert_eq!(nearest("agents/create"), Some("agents/create"));
+        assert_eq!(nearest("billing/charge"), None);
+        assert_eq!(nearest(""), None);
+        assert_eq!(nearest(&"x".repeat(10_000)), None);
+        assert_eq!(edit_distance(b"kitten", b"sitting"), 3);
     }
 
     #[test]

@@ -14,6 +14,7 @@ pub mod openapi;
 pub mod operations;
 pub mod patch;
 pub mod problem;
+pub mod reference;
 pub mod resources;
 pub mod schema;
 pub mod scope;
@@ -32,5 +33,7 @@ pub const WORKSPACE_HEADER: &str = "svc-workspace";
 pub const CLIENT_VERSION_HEADER: &str = "svc-client-version";
 /// Header in which a client declares where it keeps its credential.
 pub const SECRET_LOCATION_HEADER: &str = "svc-secret-location";
+/// The body's `idempotencyKey` as a header, as Stripe-style clients send it.
+pub const IDEMPOTENCY_KEY_HEADER: &str = "idempotency-key";
 /// Header set on the answer to an idempotent replay.
 pub const IDEMPOTENT_REPLAYED_HEADER: &str = "idempotent-replayed";

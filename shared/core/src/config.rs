@@ -11,6 +11,9 @@ pub enum JwksSource {
     File(PathBuf),
     /// `{issuer}/.well-known/openid-configuration` and its `jwks_uri`.
     Discovery,
+    /// A JWKS JSON document handed over in memory: the keys of the API's
+    /// built-in development issuer (`--dev-idp`), fixed while the process runs.
+    Document(String),
 }
 
 /// The OpenID Connect issuer whose access tokens are User sessions.

@@ -5,6 +5,7 @@ use std::time::Duration;
 use std::str::FromStr;
 
 use sqlx::PgPool;
+use sqlx::migrate::Migrator;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use tracing::{Level, Metadata};
 use tracing_subscriber::filter::filter_fn;
@@ -12,10 +13,14 @@ use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::{EnvFilter, Layer, fmt};
 
-/// Logs to stderr, filtered by `RUST_LOG` (default `info`), as text or, with
-/// `SVC_LOG_FORMAT=json`, one JSON object per line.
+/// What is logged without `RUST_LOG`: our crates at `info`, libraries (rmcp,
+/// sqlx, apalis, hyper, ...) only when they warn.
+pub const DEFAULT_LOG_FILTER: &str = "warn,svc_api=info,svc_core=info,svc_worker=info";
+
+/// Logs to stderr, filtered by `RUST_LOG` (default [`DEFAULT_LOG_FILTER`]), as
+/// text or, with `SVC_LOG_FORMAT=json`, one JSON object per line.
 pub fn init_logging() {
-    let env = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let env = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(DEFAULT_LOG_FILTER));
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let json = std::env::var("SVC_LOG_FORMAT").is_ok_and(|f| f.eq_ignore_ascii_case("json"));
     let layer = if json {
@@ -32,6 +37,43 @@ pub fn init_logging() {
 /// records through.
 fn never_secret(metadata: &Metadata<'_>) -> bool {
     !metadata.target().starts_with("rmcp") || *metadata.level() <= Level::INFO
+}
+
+/// The schema this binary is built for: every migration in `migrations/`.
+pub static MIGRATOR: Migrator = sqlx::migrate!("../../migrations");
+
+/// Where the database's schema stands against [`MIGRATOR`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Schema {
+    /// Every migration of this binary is applied (newer ones may be too: a
+    /// newer binary migrated first, in a rolling deploy).
+    Current,
+    /// Never migrated.
+    Missing,
+    /// Some migration of this binary is not applied yet.
+    Behind,
+}
+
+impl Schema {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Current => "ok",
+            Self::Missing => "unmigrated",
+            Self::Behind => "behind",
+        }
+    }
+}
+
+/// Reads which migrations the database has applied.
+pub async fn schema(pool: &PgPool) -> Result<Schema, sqlx::Error> {
+    let exists: bool = sqlx::query_scalar("SELECT to_regclass('_sqlx_migrations') IS NOT NULL").fetch_one(pool).await?;
+    if !exists {
+        return Ok(Schema::Missing);
+    }
+    let applied: Vec<i64> =
+        sqlx::query_scalar("SELECT version FROM _sqlx_migrations WHERE success").fetch_all(pool).await?;
+    let behind = MIGRATOR.iter().any(|m| m.migration_type.is_up_migration() && !applied.contains(&m.version));
+    Ok(if behind { Schema::Behind } else { Schema::Current })
 }
 
 /// Bounds on what one statement may take.

@@ -79,7 +79,18 @@ fn issues_of(schema: &Value, error: &ValidationError<'_>) -> Vec<Issue> {
         ValidationErrorKind::AnyOf { context } => {
             closest_branch(schema, context).unwrap_or_else(|| vec![issue(at, masked(error))])
         }
+        ValidationErrorKind::Enum { options } => vec![issue(at, one_of(options))],
         _ => vec![issue(at, masked(error))],
+    }
+}
+
+/// Every allowed value, however many: the caller fixes the input from the
+/// message alone (the library's own message elides long lists).
+fn one_of(options: &Value) -> String {
+    let values: Vec<String> = options.as_array().into_iter().flatten().map(Value::to_string).collect();
+    match values.as_slice() {
+        [only] => format!("must be {only}"),
+        _ => format!("must be one of {}", values.join(", ")),
     }
 }
 
@@ -234,6 +245,16 @@ mod tests {
         {
             assert!(!message.contains(secret), "{message}");
         }
+    }
+
+    #[test]
+    fn enum_issues_list_every_allowed_value() {
+        let found = issues("api_key.create", json!({"name": "k", "scopes": ["agent:admin"]}));
+        assert_eq!(found.len(), 1, "{found:?}");
+        for scope in svc_contract::Scope::ALL {
+            assert!(found[0].1.contains(&format!("\"{}\"", scope.as_str())), "{scope:?} missing: {found:?}");
+        }
+        assert!(!found[0].1.contains("agent:admin"), "{found:?}");
     }
 
     #[test]

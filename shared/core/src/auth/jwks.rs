@@ -84,8 +84,13 @@ fn algorithm_of(jwk: &Jwk) -> Option<Algorithm> {
 }
 
 enum Source {
+    /// Keys that never change (nothing to refetch).
+    Fixed,
     File(PathBuf),
-    Discovery { issuer: String, client: Box<HttpClient> },
+    Discovery {
+        issuer: String,
+        client: Box<HttpClient>,
+    },
 }
 
 type HttpClient = Client<hyper_rustls::HttpsConnector<HttpConnector>, Empty<Bytes>>;
@@ -101,10 +106,12 @@ pub struct Jwks {
 }
 
 impl Jwks {
-    /// A file source is read now, so a bad file stops start-up; discovery is
-    /// fetched on first use, so a briefly unreachable provider does not.
+    /// A file or document source is read now, so a bad one stops start-up;
+    /// discovery is fetched on first use, so a briefly unreachable provider does
+    /// not.
     pub fn new(issuer: &str, source: &JwksSource) -> Result<Self, String> {
         let (source, keys, last_fetch) = match source {
+            JwksSource::Document(text) => (Source::Fixed, parse_jwks(text.as_bytes())?, Some(Instant::now())),
             JwksSource::File(path) => {
                 let keys = read_file(path)?;
                 (Source::File(path.clone()), keys, Some(Instant::now()))
@@ -158,12 +165,16 @@ impl Jwks {
     }
 
     async fn refresh(&self) {
+        if matches!(self.source, Source::Fixed) {
+            return;
+        }
         let mut last_fetch = self.last_fetch.lock().await;
         if last_fetch.is_some_and(|at| at.elapsed() < self.min_refresh_interval) {
             return;
         }
         *last_fetch = Some(Instant::now());
         let fetched = match &self.source {
+            Source::Fixed => return,
             Source::File(path) => read_file(path),
             Source::Discovery { issuer, client } => discover(client, issuer).await,
         };
