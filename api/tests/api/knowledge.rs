@@ -416,6 +416,7 @@ async fn deleting_an_agent_deletes_its_sources(pool: PgPool) {
     let usage = s.usage().await;
     assert_eq!((usage["knowledge_sources"].clone(), usage["knowledge_bytes"].clone()), (json!(0), json!(0)));
     assert_eq!(s.app.count("SELECT count(*) FROM knowledge_passages").await, 0);
+    assert_eq!(s.app.count("SELECT count(*) FROM knowledge_terms").await, 0);
     assert_eq!(s.process(pending_of(&pending)).await, Outcome::Skipped, "its late job finds nothing to do");
 }
 

@@ -12,20 +12,32 @@
 mod llm;
 mod text;
 
+use std::collections::HashMap;
 use std::time::Instant;
 
+use futures_util::TryStreamExt;
 use sqlx::{PgConnection, PgPool};
 use svc_contract::resources::Language;
 
 pub use llm::{Llm, LlmConfig};
 
 use crate::error::Result;
-use crate::ids::{AgentId, SourceId};
-use crate::store::knowledge::{Bm25, Found, Vocabulary};
+use crate::ids::{AgentId, RevisionId, SourceId};
+use crate::store::knowledge::{Found, Postings, Ranked, Vocabulary};
+use crate::store::types::StoredLanguage;
 use crate::store::{self};
 
 /// Sources an answer draws on, at most (contract §12).
 pub const MAX_SOURCES: usize = 5;
+
+/// How ranking weighs what it finds (BM25F: BM25 over title and text, with title
+/// occurrences counted `title_weight` times).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Bm25 {
+    pub k1: f64,
+    pub b: f64,
+    pub title_weight: f64,
+}
 
 /// BM25's usual constants, and a title counted twice. Not tuned to any
 /// evaluation set.
@@ -57,51 +69,26 @@ pub struct Speaker {
     pub temperature: f64,
 }
 
-/// Passages the first ranking of a question may read, roughly: its rarest
-/// words are taken while the passages holding them stay within this.
-pub const FIRST_CANDIDATES: f64 = 2_000.0;
+/// Words of a question ranking uses, at most: the rarest. Common words add
+/// little to a score and the most postings to read, so a long question costs
+/// no more than this many words.
+pub const MAX_TERMS: usize = 32;
 
-/// The best passages for `question`, best first, one per source.
+/// The best passages for `question`, best first, one per source: BM25F over
+/// every passage of the Agent's active revisions holding one of its (at most
+/// [`MAX_TERMS`] rarest) words, in each language the Agent's revisions were
+/// indexed in.
 ///
-/// Ranking reads only the passages holding the question's rarest words (its
-/// essential terms), as MaxScore does: a passage holding none of them scores
-/// at most the sum of the other terms' bounds (`idf × (k1 + 1)` each, whatever
-/// their frequency), so once the `MAX_SOURCES`-th score found reaches that
-/// sum, no passage left unread can enter the answer. The result is exactly
-/// BM25F's over every passage, but a common word ("name", "use") no longer
-/// makes ranking read half the Agent's passages.
+/// Ranking reads postings, not passages: for each word, the passages of each
+/// revision that hold it with its counts there and their lengths, streamed
+/// from PostgreSQL and added up here, so what a question costs is the
+/// postings of its words, held as one score per passage that has any.
 pub async fn retrieve(conn: &mut PgConnection, agent: AgentId, question: &str) -> Result<Vec<Found>> {
-    retrieve_reading(conn, agent, question, FIRST_CANDIDATES).await
-}
-
-/// [`retrieve`] with the first ranking reading about `first_candidates`
-/// passages (the result is the same whatever it is; tests make it small).
-pub async fn retrieve_reading(
-    conn: &mut PgConnection,
-    agent: AgentId,
-    question: &str,
-    first_candidates: f64,
-) -> Result<Vec<Found>> {
     let mut best = Vec::new();
     for language in store::knowledge::languages(conn, agent).await? {
-        let vocabulary = store::knowledge::vocabulary(conn, agent, language, question).await?;
-        if vocabulary.terms.is_empty() {
-            continue;
-        }
-        let mut essential = first_essential(&vocabulary, first_candidates);
-        let ranked = loop {
-            let limit = MAX_SOURCES as i64;
-            let ranked = store::knowledge::rank(conn, agent, language, &vocabulary, essential, WEIGHTS, limit).await?;
-            let needed = match ranked.get(MAX_SOURCES - 1) {
-                Some(last) => essential_for(&vocabulary, last.score),
-                // Too few sources yet: any passage with another term could join.
-                None => essential + 1,
-            };
-            if needed <= essential || essential >= vocabulary.terms.len() {
-                break ranked;
-            }
-            essential = needed.min(vocabulary.terms.len());
-        };
+        let mut vocabulary = store::knowledge::vocabulary(conn, agent, language, question).await?;
+        vocabulary.terms.truncate(MAX_TERMS);
+        let ranked = rank(conn, agent, language, &vocabulary).await?;
         if ranked.is_empty() {
             continue;
         }
@@ -116,27 +103,81 @@ pub async fn retrieve_reading(
     Ok(best.into_iter().map(|(found, _)| found).collect())
 }
 
-/// The rarest terms whose passages stay within `budget` (one at least).
-fn first_essential(vocabulary: &Vocabulary, budget: f64) -> usize {
-    let mut read = 0.0;
-    let within = vocabulary.terms.iter().take_while(|(_, df)| {
-        read += df;
-        read <= budget
-    });
-    within.count().max(1)
+/// The best passage of each of the best [`MAX_SOURCES`] sources, best first
+/// (equal scores by source id), with its score.
+pub async fn rank(
+    conn: &mut PgConnection,
+    agent: AgentId,
+    language: StoredLanguage,
+    vocabulary: &Vocabulary,
+) -> Result<Vec<Ranked>> {
+    if vocabulary.terms.is_empty() {
+        return Ok(Vec::new());
+    }
+    let idf: HashMap<&str, f64> =
+        vocabulary.terms.iter().enumerate().map(|(i, (lexeme, _))| (lexeme.as_str(), vocabulary.idf(i))).collect();
+    let lexemes: Vec<String> = vocabulary.terms.iter().map(|(lexeme, _)| lexeme.clone()).collect();
+    let mut scores = Scores::default();
+    let mut postings = store::knowledge::postings(conn, agent, language, &lexemes);
+    while let Some(postings) = postings.try_next().await? {
+        let idf = idf.get(postings.lexeme.as_str()).copied().unwrap_or(0.0);
+        scores.add(&postings, idf, vocabulary.mean_length.max(1.0));
+    }
+    Ok(scores.best(MAX_SOURCES))
 }
 
-/// The fewest rarest terms such that a passage holding none of them scores at
-/// most `threshold`: the other terms' bounds sum to no more than it.
-fn essential_for(vocabulary: &Vocabulary, threshold: f64) -> usize {
-    let bound = |i: usize| vocabulary.idf(i) * (WEIGHTS.k1 + 1.0);
-    let mut rest: f64 = (0..vocabulary.terms.len()).map(bound).sum();
-    let mut essential = 0;
-    while essential < vocabulary.terms.len() && rest > threshold {
-        rest -= bound(essential);
-        essential += 1;
+/// Scores per passage, kept per revision as a vector indexed by ordinal.
+#[derive(Default)]
+struct Scores {
+    revisions: HashMap<RevisionId, usize>,
+    passages: Vec<(SourceId, RevisionId, Vec<f64>)>,
+}
+
+impl Scores {
+    /// Adds one word's BM25F contribution to every passage of `postings`.
+    fn add(&mut self, postings: &Postings, idf: f64, mean_length: f64) {
+        let Bm25 { k1, b, title_weight } = WEIGHTS;
+        let index = *self.revisions.entry(postings.revision_id).or_insert_with(|| {
+            self.passages.push((postings.source_id, postings.revision_id, Vec::new()));
+            self.passages.len() - 1
+        });
+        let scores = &mut self.passages[index].2;
+        let held = postings.ordinals.iter().zip(&postings.counts).zip(&postings.title_counts).zip(&postings.lengths);
+        for (((ordinal, count), title_count), length) in held {
+            let Ok(ordinal) = usize::try_from(*ordinal) else { continue };
+            if scores.len() <= ordinal {
+                scores.resize(ordinal + 1, 0.0);
+            }
+            let tf = f64::from(*count) + (title_weight - 1.0) * f64::from(*title_count);
+            let norm = k1 * (1.0 - b + b * f64::from(*length) / mean_length);
+            scores[ordinal] += idf * tf * (k1 + 1.0) / (tf + norm);
+        }
     }
-    essential
+
+    /// The best passage of each source, the best `limit` of them.
+    fn best(self, limit: usize) -> Vec<Ranked> {
+        let mut best: HashMap<SourceId, Ranked> = HashMap::new();
+        for (source_id, revision_id, scores) in self.passages {
+            // The first of equal scores: the earliest passage.
+            let top = scores
+                .iter()
+                .enumerate()
+                .filter(|(_, score)| **score > 0.0)
+                .reduce(|a, b| if b.1 > a.1 { b } else { a });
+            let Some((ordinal, score)) = top else { continue };
+            let ranked = Ranked { source_id, revision_id, ordinal: ordinal as i32, score: *score };
+            match best.get(&source_id) {
+                Some(kept) if kept.score >= ranked.score => {}
+                _ => {
+                    best.insert(source_id, ranked);
+                }
+            }
+        }
+        let mut best: Vec<Ranked> = best.into_values().collect();
+        best.sort_by(|a, b| b.score.total_cmp(&a.score).then_with(|| a.source_id.cmp(&b.source_id)));
+        best.truncate(limit);
+        best
+    }
 }
 
 /// Answers `question` for `speaker`: retrieval on a pooled connection that is
@@ -156,4 +197,53 @@ pub async fn answer(pool: &PgPool, llm: Option<&Llm>, speaker: &Speaker, questio
         (false, None) => text::extractive(speaker.language, &found),
     };
     Ok(Answer { text, sources, retrieval })
+}
+
+#[cfg(test)]
+mod tests {
+    use uuid::Uuid;
+
+    use super::*;
+
+    fn postings(lexeme: &str, revision: RevisionId, source: SourceId, held: &[(i32, i16, i16, i32)]) -> Postings {
+        Postings {
+            lexeme: lexeme.to_owned(),
+            revision_id: revision,
+            source_id: source,
+            ordinals: held.iter().map(|h| h.0).collect(),
+            counts: held.iter().map(|h| h.1).collect(),
+            title_counts: held.iter().map(|h| h.2).collect(),
+            lengths: held.iter().map(|h| h.3).collect(),
+        }
+    }
+
+    #[test]
+    fn scores_add_up_per_passage_and_each_source_keeps_its_best() {
+        let (a, b, c) = (SourceId(Uuid::from_u128(1)), SourceId(Uuid::from_u128(2)), SourceId(Uuid::from_u128(3)));
+        let (ra, rb, rc) = (RevisionId::new(), RevisionId::new(), RevisionId::new());
+        let mut scores = Scores::default();
+        // Source a: passage 3 holds both words, passage 0 only one.
+        scores.add(&postings("ship", ra, a, &[(0, 1, 0, 10), (3, 1, 0, 10)]), 1.0, 10.0);
+        scores.add(&postings("free", ra, a, &[(3, 1, 0, 10)]), 1.0, 10.0);
+        // Source b: one occurrence, in the title too (counted twice).
+        scores.add(&postings("ship", rb, b, &[(7, 1, 1, 10)]), 1.0, 10.0);
+        // Source c: the same score as b.
+        scores.add(&postings("ship", rc, c, &[(1, 1, 1, 10)]), 1.0, 10.0);
+        let best = scores.best(2);
+        // tf 1, length at the mean: 2.2 / 2.2 = 1 per word; tf 2: 4.4 / 3.2.
+        assert_eq!(best.len(), 2);
+        assert_eq!((best[0].source_id, best[0].revision_id, best[0].ordinal), (a, ra, 3));
+        assert!((best[0].score - 2.0).abs() < 1e-12);
+        // b and c tie: the lower source id first, and the limit drops c.
+        assert_eq!((best[1].source_id, best[1].ordinal), (b, 7));
+        assert!((best[1].score - 4.4 / 3.2).abs() < 1e-12);
+    }
+
+    #[test]
+    fn longer_passages_score_less_for_the_same_count() {
+        let (source, revision) = (SourceId::new(), RevisionId::new());
+        let mut scores = Scores::default();
+        scores.add(&postings("ship", revision, source, &[(0, 1, 0, 40), (1, 1, 0, 5)]), 1.0, 10.0);
+        assert_eq!(scores.best(1)[0].ordinal, 1);
+    }
 }

@@ -1,5 +1,6 @@
 //! Knowledge Sources, their revisions, passages and term statistics.
 
+use futures_util::stream::BoxStream;
 use sqlx::PgConnection;
 use time::OffsetDateTime;
 use uuid::Uuid;
@@ -525,9 +526,14 @@ pub async fn index(conn: &mut PgConnection, passages: &Passages<'_>) -> sqlx::Re
     .await?;
     sqlx::query!(
         r#"
-        INSERT INTO knowledge_terms (agent_id, language, lexeme, revision_id, passages)
-        SELECT $2, $3, t.lexeme, $1, count(*)::integer
-        FROM knowledge_passages p, unnest(tsvector_to_array(p.search)) AS t(lexeme)
+        INSERT INTO knowledge_terms (agent_id, language, lexeme, revision_id, passages,
+                                     ordinals, counts, title_counts, lengths)
+        SELECT $2, $3, t.lexeme, $1, count(*)::integer,
+               array_agg(p.ordinal ORDER BY p.ordinal),
+               array_agg(cardinality(t.positions)::smallint ORDER BY p.ordinal),
+               array_agg(cardinality(array_positions(t.weights, 'A'))::smallint ORDER BY p.ordinal),
+               array_agg(p.tokens ORDER BY p.ordinal)
+        FROM knowledge_passages p, unnest(p.search) AS t
         WHERE p.revision_id = $1
         GROUP BY t.lexeme
         "#,
@@ -676,7 +682,14 @@ pub async fn delete_all_of(conn: &mut PgConnection, agent: AgentId) -> sqlx::Res
     )
     .fetch_all(&mut *conn)
     .await?;
-    sqlx::query!("DELETE FROM knowledge_passages WHERE agent_id = $1", agent as AgentId).execute(&mut *conn).await?;
+    // Passages exist for active revisions only (found by their index).
+    sqlx::query!(
+        "DELETE FROM knowledge_passages WHERE revision_id IN
+           (SELECT id FROM knowledge_revisions WHERE agent_id = $1 AND state = 'active')",
+        agent as AgentId,
+    )
+    .execute(&mut *conn)
+    .await?;
     sqlx::query!("DELETE FROM knowledge_terms WHERE agent_id = $1", agent as AgentId).execute(&mut *conn).await?;
     let retired = sqlx::query_scalar!(
         r#"
@@ -728,15 +741,6 @@ pub struct Ranked {
     pub revision_id: RevisionId,
     pub ordinal: i32,
     pub score: f64,
-}
-
-/// How ranking weighs what it finds (BM25F: BM25 over title and text, with title
-/// occurrences counted `title_weight` times).
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Bm25 {
-    pub k1: f64,
-    pub b: f64,
-    pub title_weight: f64,
 }
 
 /// What ranking needs to know of a question's words in an Agent's passages of
@@ -798,70 +802,42 @@ pub async fn vocabulary(
     Ok(Vocabulary { passages, mean_length, terms: rows.into_iter().map(|r| (r.lexeme, r.df)).collect() })
 }
 
-/// The best passage of each of the Agent's sources in `language`, best first,
-/// at most `limit`, among the passages holding one of the first `essential`
-/// terms of `vocabulary` (the rarest): BM25F over all its terms, with document
-/// frequencies and lengths of the Agent's own active revisions.
-///
-/// Term frequencies come from `ts_rank` with one term: with every weight 1 it
-/// is H₂(tf)/ζ(2) (H₂ the partial sums of 1/j²), which is inverted exactly; with
-/// only weight `A` set it counts the title's occurrences, which come first.
-#[tracing::instrument(level = "debug", skip(conn, vocabulary))]
-pub async fn rank(
-    conn: &mut PgConnection,
+/// The postings of one lexeme in one active revision: the passages holding it
+/// (by ordinal, ascending), with its occurrences in each, those in the
+/// revision's title, and each passage's length in words.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Postings {
+    pub lexeme: String,
+    pub revision_id: RevisionId,
+    pub source_id: SourceId,
+    pub ordinals: Vec<i32>,
+    pub counts: Vec<i16>,
+    pub title_counts: Vec<i16>,
+    pub lengths: Vec<i32>,
+}
+
+/// The postings of `lexemes` in the Agent's active revisions of `language`,
+/// one row per lexeme and revision, streamed: the caller keeps only what it
+/// makes of them.
+pub fn postings<'a>(
+    conn: &'a mut PgConnection,
     agent: AgentId,
     language: StoredLanguage,
-    vocabulary: &Vocabulary,
-    essential: usize,
-    weights: Bm25,
-    limit: i64,
-) -> sqlx::Result<Vec<Ranked>> {
-    let (lexemes, dfs): (Vec<String>, Vec<f64>) = vocabulary.terms.iter().cloned().unzip();
+    lexemes: &'a [String],
+) -> BoxStream<'a, sqlx::Result<Postings>> {
     sqlx::query_as!(
-        Ranked,
+        Postings,
         r#"
-        WITH terms AS (
-            SELECT t.i, ln(1 + ($5::float8 - t.df + 0.5) / (t.df + 0.5)) AS idf,
-                   ('''' || replace(replace(t.lexeme, '\', '\\'), '''', '''''') || '''')::tsquery AS term
-            FROM unnest($3::text[], $4::float8[]) WITH ORDINALITY AS t(lexeme, df, i)
-        ), candidates AS (
-            SELECT p.source_id, p.revision_id, p.ordinal, p.search, p.tokens
-            FROM knowledge_passages p
-            WHERE p.agent_id = $1 AND p.language = $2
-              AND p.search @@ (SELECT string_agg(term::text, ' | ')::tsquery FROM terms WHERE i <= $7)
-        ), scored AS (
-            SELECT c.source_id, c.revision_id, c.ordinal,
-                   sum(t.idf * f.tf * ($8::float8 + 1) / (f.tf + $8::float8 * (1 - $9::float8 + $9::float8 * c.tokens / $6::float8))) AS score
-            FROM candidates c CROSS JOIN terms t
-            CROSS JOIN LATERAL (
-                SELECT round(1 / (1.64493406685 * (1 - ts_rank('{1,1,1,1}', c.search, t.term, 0))) - 0.5)
-                     + ($10::float8 - 1) * round(1 / (1.64493406685 * (1 - ts_rank('{0,0,0,1}', c.search, t.term, 0))) - 0.5)
-                     AS tf
-            ) f
-            WHERE f.tf > 0
-            GROUP BY c.source_id, c.revision_id, c.ordinal
-        ), best AS (
-            SELECT DISTINCT ON (source_id) source_id, revision_id, ordinal, score
-            FROM scored ORDER BY source_id, score DESC
-        )
-        SELECT source_id AS "source_id!: SourceId", revision_id AS "revision_id!: RevisionId",
-               ordinal AS "ordinal!", score AS "score!"
-        FROM best ORDER BY score DESC, source_id LIMIT $11
+        SELECT k.lexeme, k.revision_id AS "revision_id: RevisionId", r.source_id AS "source_id: SourceId",
+               k.ordinals, k.counts, k.title_counts, k.lengths
+        FROM knowledge_terms k JOIN knowledge_revisions r ON r.id = k.revision_id
+        WHERE k.agent_id = $1 AND k.language = $2 AND k.lexeme = ANY($3)
         "#,
         agent as AgentId,
         language as StoredLanguage,
-        &lexemes,
-        &dfs,
-        vocabulary.passages,
-        vocabulary.mean_length.max(1.0),
-        i64::try_from(essential).unwrap_or(i64::MAX),
-        weights.k1,
-        weights.b,
-        weights.title_weight,
-        limit,
+        lexemes,
     )
-    .fetch_all(conn)
-    .await
+    .fetch(conn)
 }
 
 /// A ranked passage's text and source, with a snippet around the question's
