@@ -6,7 +6,7 @@
 //! real router in-process on a free port, drives it from keep-alive HTTP/1.1
 //! connections, prints a table, and drops the database.
 //!
-//! `cargo run --release -p svc-bench -- requests [--seconds N] [--rounds N] [--connections N] [--only NAME]`
+//! `cargo run --release -p svc-bench -- requests [--seconds N] [--rounds N] [--connections N] [--only NAME[,NAME...]]`
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -31,7 +31,8 @@ struct Options {
     /// Rounds over all scenarios, interleaved so that drift in the machine's
     /// speed hits every scenario alike; the median round is reported.
     rounds: usize,
-    /// Runs only the scenarios whose name contains this.
+    /// Runs only the scenarios whose name contains one of these (given
+    /// comma-separated).
     only: Option<String>,
 }
 
@@ -201,8 +202,10 @@ async fn bench(options: &Options, url: &str) -> anyhow::Result<()> {
         options.seconds,
         std::thread::available_parallelism().map_or(1, |n| n.get())
     );
-    let selected: Vec<&Scenario> =
-        scenarios.iter().filter(|s| options.only.as_ref().is_none_or(|o| s.name.contains(o.as_str()))).collect();
+    let selected: Vec<&Scenario> = scenarios
+        .iter()
+        .filter(|s| options.only.as_ref().is_none_or(|o| o.split(',').any(|o| s.name.contains(o))))
+        .collect();
     let mut rounds: Vec<Vec<Measured>> = selected.iter().map(|_| Vec::new()).collect();
     for round in 0..options.rounds {
         for (scenario, measured) in selected.iter().zip(rounds.iter_mut()) {
