@@ -32,6 +32,12 @@ ALTER TABLE knowledge_terms
     ALTER COLUMN title_counts SET NOT NULL,
     ALTER COLUMN lengths SET NOT NULL;
 
+-- A question's document frequencies are read from the index alone, however
+-- many words it has (the arrays made the rows wide).
+ALTER TABLE knowledge_terms
+    DROP CONSTRAINT knowledge_terms_pkey,
+    ADD CONSTRAINT knowledge_terms_pkey PRIMARY KEY (agent_id, language, lexeme, revision_id) INCLUDE (passages);
+
 -- Nothing searches the passages' tsvector any more: ranking reads the
 -- postings, and answers fetch passages by key.
 DROP INDEX knowledge_passages_search;

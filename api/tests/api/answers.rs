@@ -229,22 +229,42 @@ async fn ranking_from_postings_is_bm25f_over_every_passage(pool: PgPool) {
     .fetch_all(&s.app.pool)
     .await
     .unwrap();
+    let (n, mean): (f64, f64) = sqlx::query_as(
+        "SELECT count(*) FILTER (WHERE search <> '')::float8,
+                sum(tokens)::float8 / count(*) FILTER (WHERE search <> '')
+         FROM knowledge_passages WHERE agent_id = $1",
+    )
+    .bind(agent.0)
+    .fetch_one(&s.app.pool)
+    .await
+    .unwrap();
+    // More than `MAX_TERMS` words: only the rarest count.
+    let long = format!("{} {}", ENGLISH[1].2, ENGLISH[4].2);
     let questions = ENGLISH_QUESTIONS.iter().map(|(q, _)| *q).chain([
         "What do you know about the plans and what they cost per month?",
         "days business delivery support the",
         "Do you ship parcels to the European Union, and how long does it take?",
         "Opening hours, shipping policy, returns and refunds",
+        long.as_str(),
     ]);
+    let mut capped = false;
     for question in questions {
-        let vocabulary =
-            svc_core::store::knowledge::vocabulary(&mut conn, agent, StoredLanguage::En, question).await.unwrap();
-        let (n, mean) = (vocabulary.passages, vocabulary.mean_length);
+        let words: Vec<String> =
+            sqlx::query_scalar("SELECT DISTINCT unnest(tsvector_to_array(to_tsvector('english', $1)))")
+                .bind(question)
+                .fetch_all(&s.app.pool)
+                .await
+                .unwrap();
+        let df = |word: &str| held.iter().filter(|h| h.4 == word).count();
+        let mut words: Vec<(usize, String)> =
+            words.into_iter().map(|w| (df(&w), w)).filter(|(df, _)| *df > 0).collect();
+        words.sort();
+        capped |= words.len() > svc_core::answers::MAX_TERMS;
+        words.truncate(svc_core::answers::MAX_TERMS);
         let mut scores: HashMap<(Uuid, Uuid, i32), f64> = HashMap::new();
-        for (lexeme, _) in &vocabulary.terms {
-            let holding: Vec<_> = held.iter().filter(|h| &h.4 == lexeme).collect();
-            let df = holding.len() as f64;
-            let idf = (1.0 + (n - df + 0.5) / (df + 0.5)).ln();
-            for (source, revision, ordinal, length, _, count, title) in holding {
+        for (df, lexeme) in &words {
+            let idf = (1.0 + (n - *df as f64 + 0.5) / (*df as f64 + 0.5)).ln();
+            for (source, revision, ordinal, length, _, count, title) in held.iter().filter(|h| &h.4 == lexeme) {
                 let tf = f64::from(*count + *title);
                 let norm = 1.2 * (1.0 - 0.75 + 0.75 * f64::from(*length) / mean);
                 *scores.entry((*source, *revision, *ordinal)).or_default() += idf * tf * 2.2 / (tf + norm);
@@ -258,6 +278,9 @@ async fn ranking_from_postings_is_bm25f_over_every_passage(pool: PgPool) {
         let mut expected: Vec<(Uuid, f64)> = best.into_iter().collect();
         expected.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
         expected.truncate(svc_core::answers::MAX_SOURCES);
+        let mut vocabulary =
+            svc_core::store::knowledge::vocabulary(&mut conn, agent, StoredLanguage::En, question).await.unwrap();
+        vocabulary.terms.truncate(svc_core::answers::MAX_TERMS);
         let ranked = svc_core::answers::rank(&mut conn, agent, StoredLanguage::En, &vocabulary).await.unwrap();
         assert!(!ranked.is_empty(), "{question}");
         let ranked: Vec<(Uuid, f64)> = ranked.iter().map(|r| (r.source_id.0, r.score)).collect();
@@ -269,6 +292,7 @@ async fn ranking_from_postings_is_bm25f_over_every_passage(pool: PgPool) {
         let found: Vec<Uuid> = found.iter().map(|f| f.source_id.0).collect();
         assert_eq!(found, expected.iter().map(|e| e.0).collect::<Vec<_>>(), "{question}");
     }
+    assert!(capped, "a question of more than MAX_TERMS known words was asked");
 }
 
 /// Requiring every word finds little: the same questions through

@@ -16,7 +16,7 @@ use std::collections::HashMap;
 use std::time::Instant;
 
 use futures_util::TryStreamExt;
-use sqlx::{PgConnection, PgPool};
+use sqlx::{Connection, PgConnection, PgPool};
 use svc_contract::resources::Language;
 
 pub use llm::{Llm, LlmConfig};
@@ -84,6 +84,15 @@ pub const MAX_TERMS: usize = 32;
 /// from PostgreSQL and added up here, so what a question costs is the
 /// postings of its words, held as one score per passage that has any.
 pub async fn retrieve(conn: &mut PgConnection, agent: AgentId, question: &str) -> Result<Vec<Found>> {
+    // One snapshot for every statement: a revision promoted or retired
+    // meanwhile cannot shift the statistics or take a ranked passage away.
+    let mut snapshot = conn.begin_with("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY").await?;
+    let found = retrieve_in(&mut snapshot, agent, question).await;
+    snapshot.rollback().await?;
+    found
+}
+
+async fn retrieve_in(conn: &mut PgConnection, agent: AgentId, question: &str) -> Result<Vec<Found>> {
     let mut best = Vec::new();
     for language in store::knowledge::languages(conn, agent).await? {
         let mut vocabulary = store::knowledge::vocabulary(conn, agent, language, question).await?;
@@ -92,13 +101,17 @@ pub async fn retrieve(conn: &mut PgConnection, agent: AgentId, question: &str) -
         if ranked.is_empty() {
             continue;
         }
-        let mut found = store::knowledge::found(conn, language, question, &ranked).await?;
-        // In the order ranking gave.
-        found.sort_by_key(|f| ranked.iter().position(|r| r.revision_id == f.revision_id && r.ordinal == f.ordinal));
-        best.extend(found.into_iter().zip(ranked.iter().map(|r| r.score)));
+        let scores: HashMap<(RevisionId, i32), f64> =
+            ranked.iter().map(|r| ((r.revision_id, r.ordinal), r.score)).collect();
+        for found in store::knowledge::found(conn, language, question, &ranked).await? {
+            if let Some(score) = scores.get(&(found.revision_id, found.ordinal)) {
+                best.push((found, *score));
+            }
+        }
     }
-    // Scores of different languages are of the same kind: merge, best first.
-    best.sort_by(|a, b| b.1.total_cmp(&a.1));
+    // Scores of different languages are of the same kind: merge, best first,
+    // equal scores by source id (as within a language).
+    best.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.source_id.cmp(&b.0.source_id)));
     best.truncate(MAX_SOURCES);
     Ok(best.into_iter().map(|(found, _)| found).collect())
 }
