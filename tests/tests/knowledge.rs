@@ -124,6 +124,40 @@ async fn a_worker_makes_added_sources_active(pool: PgPool) {
     flush_namespace(REDIS, &ns).await;
 }
 
+/// Redis keeps a finished job's record for `SVC_KEEP_FINISHED_JOBS_SECS`, then
+/// the sweep drops its payload, its metadata and its place in the done set:
+/// Redis does not grow with every job ever run.
+#[sqlx::test(migrations = false)]
+async fn finished_jobs_leave_redis(pool: PgPool) {
+    let database = database_url(&pool);
+    migrate(&database).await;
+    let ns = namespace();
+    let api = Api::start(&database, &[("SVC_QUEUE_NAMESPACE", &ns), ("REDIS_URL", REDIS)]).await;
+    let tenant = tenant(&api, &database).await;
+    let settings = [("SVC_KEEP_FINISHED_JOBS_SECS", "1"), ("SVC_SWEEP_INTERVAL_SECS", "1")];
+    let mut worker = Worker::start(&database, REDIS, &ns, &settings).await;
+    let sources: Vec<String> = add_all(&tenant, &api, 5).await;
+    let states = tenant.wait_all(&api, &sources, Duration::from_secs(30)).await;
+    assert!(states.iter().all(|s| s == "active"), "{states:?}");
+    let queue = format!("{ns}_jobs");
+    let mut conn = redis::Client::open(REDIS).unwrap().get_multiplexed_async_connection().await.unwrap();
+    // A bounded wait: a sweep a second drops records a second old.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let data: u64 = redis::cmd("HLEN").arg(format!("{queue}:data")).query_async(&mut conn).await.unwrap();
+        let done: u64 = redis::cmd("SCARD").arg(format!("{queue}:done")).query_async(&mut conn).await.unwrap();
+        let meta: Vec<String> = redis::cmd("KEYS").arg(format!("{queue}:meta:*")).query_async(&mut conn).await.unwrap();
+        if (data, done, meta.len()) == (0, 0, 0) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "still in Redis: {data} payloads, {done} done, {} metadata", meta.len());
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert!(worker.process.logs().contains("vacuumed_jobs"), "{}", worker.process.logs());
+    assert!(worker.process.terminate().await.success(), "{}", worker.process.logs());
+    flush_namespace(REDIS, &ns).await;
+}
+
 #[sqlx::test(migrations = false)]
 async fn a_killed_worker_loses_nothing(pool: PgPool) {
     let database = database_url(&pool);

@@ -33,6 +33,9 @@ pub struct Config {
     /// Seconds after which a job for unfinished work nobody holds is sent again.
     #[arg(long, env = "SVC_REQUEUE_AFTER_SECS", default_value_t = 15)]
     pub requeue_after_secs: u64,
+    /// Seconds Redis keeps a finished job's record before the sweep drops it.
+    #[arg(long, env = "SVC_KEEP_FINISHED_JOBS_SECS", default_value_t = 3600)]
+    pub keep_finished_jobs_secs: u64,
     /// Seconds an attempt holds its revision without renewing (renewed every third).
     #[arg(long, env = "SVC_LEASE_SECS", default_value_t = 10)]
     pub lease_secs: u64,

@@ -63,6 +63,7 @@ async fn run(config: Config) -> anyhow::Result<()> {
     let sweep = Sweep {
         requeue_after: Config::secs(config.requeue_after_secs),
         deadline: Config::secs(config.processing_deadline_secs),
+        keep_finished: Config::secs(config.keep_finished_jobs_secs),
     };
     let queue = Arc::new(queue);
     tasks.spawn(sweeper(
@@ -153,11 +154,12 @@ async fn sweeper(
         match svc_core::knowledge::sweep(&pool, Some(&queue), &settings).await {
             Ok(swept) => {
                 metrics.swept(swept.requeued, swept.timed_out);
-                if swept.requeued + swept.timed_out > 0 || swept.purged > 0 {
+                if swept.requeued + swept.timed_out + swept.vacuumed > 0 || swept.purged > 0 {
                     tracing::info!(
                         requeued = swept.requeued,
                         timed_out = swept.timed_out,
                         purged_idempotency_records = swept.purged,
+                        vacuumed_jobs = swept.vacuumed,
                         "swept"
                     );
                 }

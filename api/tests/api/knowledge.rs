@@ -246,8 +246,11 @@ async fn past_the_deadline_a_revision_times_out(pool: PgPool) {
         .execute(&s.app.pool)
         .await
         .unwrap();
-    let sweep =
-        svc_core::knowledge::Sweep { requeue_after: Duration::from_secs(30), deadline: Duration::from_secs(900) };
+    let sweep = svc_core::knowledge::Sweep {
+        requeue_after: Duration::from_secs(30),
+        deadline: Duration::from_secs(900),
+        keep_finished: Duration::from_secs(3600),
+    };
     let swept = svc_core::knowledge::sweep(&s.app.pool, None, &sweep).await.unwrap();
     assert_eq!((swept.ran, swept.timed_out), (true, 1));
     let response = s.call("knowledge-sources/wait", json!({ "agentId": s.agent, "sourceId": id })).await;

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use apalis_core::backend::TaskSink;
+use apalis_core::backend::{TaskSink, Vacuum};
 use apalis_redis::{Config, ConnectionManager, RedisStorage};
 use redis::AsyncCommands;
 use redis::aio::ConnectionManagerConfig;
@@ -43,6 +43,9 @@ pub fn apalis_config(namespace: &str) -> Config {
 /// Longest a push waits (Redis down, or reconnecting) before it gives up: the
 /// work is in PostgreSQL, and the sweeper sends the job again.
 const PUSH_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Longest a vacuum of finished jobs may take (it scans their records).
+const VACUUM_TIMEOUT: Duration = Duration::from_secs(30);
 
 #[derive(Debug, thiserror::Error)]
 pub enum QueueError {
@@ -106,6 +109,45 @@ impl Queue {
             storage.push_bulk(jobs.to_vec()).await.map_err(|e| QueueError::Push(e.to_string()))
         };
         tokio::time::timeout(PUSH_TIMEOUT, push).await.map_err(|_| QueueError::Timeout(PUSH_TIMEOUT))?
+    }
+
+    /// Drops what Redis keeps of jobs that finished more than `age` ago: their
+    /// payload, their metadata, and their place in the done (or dead) set.
+    /// apalis-redis keeps all of it forever otherwise, and its own vacuum
+    /// leaves the sets, so every job ever run would cost Redis memory.
+    /// Returns the jobs dropped.
+    pub async fn vacuum(&self, age: Duration) -> Result<usize, QueueError> {
+        let work = async {
+            let mut storage = self.storage().await?;
+            let dropped = storage.vacuum_before(age).await.map_err(|e| QueueError::Push(e.to_string()))?;
+            let config = apalis_config(&self.namespace);
+            let mut conn = self.client.get_multiplexed_async_connection().await?;
+            // Set members whose metadata is gone: finished and vacuumed.
+            let forget = redis::Script::new(
+                "local n = 0
+                 for _, id in ipairs(ARGV) do
+                   if redis.call('exists', KEYS[2] .. ':' .. id) == 0 then n = n + redis.call('srem', KEYS[1], id) end
+                 end
+                 return n",
+            );
+            for set in [config.done_jobs_set(), config.dead_jobs_set()] {
+                let mut cursor = 0u64;
+                loop {
+                    let (next, ids): (u64, Vec<String>) =
+                        redis::cmd("SSCAN").arg(&set).arg(cursor).arg("COUNT").arg(500).query_async(&mut conn).await?;
+                    if !ids.is_empty() {
+                        let _: u64 =
+                            forget.key(&set).key(config.job_meta_hash()).arg(ids).invoke_async(&mut conn).await?;
+                    }
+                    if next == 0 {
+                        break;
+                    }
+                    cursor = next;
+                }
+            }
+            Ok::<_, QueueError>(dropped)
+        };
+        tokio::time::timeout(VACUUM_TIMEOUT, work).await.map_err(|_| QueueError::Timeout(VACUUM_TIMEOUT))?
     }
 
     /// How many jobs wait and run now (read with plain commands: the library's

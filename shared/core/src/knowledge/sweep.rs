@@ -6,7 +6,8 @@
 //! them, re-sends a job for every unfinished revision that nobody holds and
 //! whose last job is older than `requeue_after` (and for every reconcile run
 //! that made no progress for as long), and fails every revision past the
-//! processing deadline (`processing_timeout`).
+//! processing deadline (`processing_timeout`). It also drops the records
+//! Redis keeps of finished jobs once they are `keep_finished` old.
 
 use std::time::Duration;
 
@@ -24,6 +25,9 @@ pub struct Sweep {
     pub requeue_after: Duration,
     /// Age at which an unfinished revision fails `processing_timeout`.
     pub deadline: Duration,
+    /// How long Redis keeps a finished job's record (for inspection) before
+    /// the sweep drops it.
+    pub keep_finished: Duration,
 }
 
 /// What one sweep did.
@@ -34,6 +38,8 @@ pub struct Swept {
     pub timed_out: usize,
     pub requeued: usize,
     pub purged: u64,
+    /// Finished jobs whose records were dropped from Redis.
+    pub vacuumed: usize,
 }
 
 /// Revisions handled per statement.
@@ -79,5 +85,12 @@ async fn sweep_held(pool: &PgPool, queue: Option<&Queue>, settings: &Sweep) -> R
         }
     }
     swept.purged = crate::housekeeping::purge_idempotency_records(pool).await?;
+    if let Some(queue) = queue {
+        // Housekeeping only: the work above is done whatever becomes of it.
+        match queue.vacuum(settings.keep_finished).await {
+            Ok(vacuumed) => swept.vacuumed = vacuumed,
+            Err(error) => tracing::warn!(%error, "could not drop finished jobs from Redis"),
+        }
+    }
     Ok(swept)
 }
