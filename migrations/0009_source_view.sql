@@ -5,7 +5,8 @@
 -- revision's fields from those two joins instead of a third. Every read of a
 -- source (knowledge_source.wait's above all) makes one index lookup fewer.
 ALTER TABLE knowledge_sources ADD CONSTRAINT knowledge_sources_latest_check
-    CHECK (deleted_at IS NOT NULL OR latest_revision_id = coalesce(candidate_revision_id, active_revision_id));
+    CHECK (deleted_at IS NOT NULL
+           OR latest_revision_id IS NOT DISTINCT FROM coalesce(candidate_revision_id, active_revision_id));
 
 CREATE OR REPLACE VIEW knowledge_source_view AS
 SELECT s.id, s.workspace_id, s.agent_id, s.key,

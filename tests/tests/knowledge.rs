@@ -141,19 +141,36 @@ async fn finished_jobs_leave_redis(pool: PgPool) {
     assert!(states.iter().all(|s| s == "active"), "{states:?}");
     let queue = format!("{ns}_jobs");
     let mut conn = redis::Client::open(REDIS).unwrap().get_multiplexed_async_connection().await.unwrap();
+    // A job that failed once and waits for its retry (scheduled far ahead, so
+    // no worker takes it): it is not finished, however old, and must stay.
+    let waiting = "retrying-job";
+    let _: () = redis::pipe()
+        .hset(format!("{queue}:data"), waiting, "{}")
+        .hset_multiple(format!("{queue}:meta:{waiting}"), &[("status", "Failed"), ("attempts", "1"), ("done_at", "1")])
+        .zadd(format!("{queue}:scheduled"), waiting, 4_000_000_000u64)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
     // A bounded wait: a sweep a second drops records a second old.
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let data: u64 = redis::cmd("HLEN").arg(format!("{queue}:data")).query_async(&mut conn).await.unwrap();
         let done: u64 = redis::cmd("SCARD").arg(format!("{queue}:done")).query_async(&mut conn).await.unwrap();
         let meta: Vec<String> = redis::cmd("KEYS").arg(format!("{queue}:meta:*")).query_async(&mut conn).await.unwrap();
-        if (data, done, meta.len()) == (0, 0, 0) {
+        if (data, done, meta.len()) == (1, 0, 1) {
             break;
         }
-        assert!(Instant::now() < deadline, "still in Redis: {data} payloads, {done} done, {} metadata", meta.len());
+        assert!(Instant::now() < deadline, "in Redis: {data} payloads, {done} done, {} metadata", meta.len());
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     assert!(worker.process.logs().contains("vacuumed_jobs"), "{}", worker.process.logs());
+    // The waiting job kept all of it.
+    let kept: Option<String> =
+        redis::cmd("HGET").arg(format!("{queue}:data")).arg(waiting).query_async(&mut conn).await.unwrap();
+    assert_eq!(kept.as_deref(), Some("{}"));
+    let status: Option<String> =
+        redis::cmd("HGET").arg(format!("{queue}:meta:{waiting}")).arg("status").query_async(&mut conn).await.unwrap();
+    assert_eq!(status.as_deref(), Some("Failed"));
     assert!(worker.process.terminate().await.success(), "{}", worker.process.logs());
     flush_namespace(REDIS, &ns).await;
 }

@@ -154,7 +154,7 @@ async fn sweeper(
         match svc_core::knowledge::sweep(&pool, Some(&queue), &settings).await {
             Ok(swept) => {
                 metrics.swept(swept.requeued, swept.timed_out);
-                if swept.requeued + swept.timed_out + swept.vacuumed > 0 || swept.purged > 0 {
+                if swept.requeued + swept.timed_out > 0 || swept.purged + swept.vacuumed > 0 {
                     tracing::info!(
                         requeued = swept.requeued,
                         timed_out = swept.timed_out,

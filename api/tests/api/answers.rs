@@ -276,7 +276,8 @@ async fn ranking_from_postings_is_bm25f_over_every_passage(pool: PgPool) {
             *kept = kept.max(score);
         }
         let mut expected: Vec<(Uuid, f64)> = best.into_iter().collect();
-        expected.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        // Equal to 9 decimal places: by source id, as ranking does.
+        expected.sort_by(|a, b| (b.1 * 1e9).round().total_cmp(&(a.1 * 1e9).round()).then(a.0.cmp(&b.0)));
         expected.truncate(svc_core::answers::MAX_SOURCES);
         let mut vocabulary =
             svc_core::store::knowledge::vocabulary(&mut conn, agent, StoredLanguage::En, question).await.unwrap();

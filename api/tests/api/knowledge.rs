@@ -480,6 +480,33 @@ async fn mcp_gives_the_same_results(pool: PgPool) {
     assert_eq!(result["structuredContent"]["error"]["details"]["reason"], "digest_mismatch");
 }
 
+/// The database holds what the source view relies on: a live source's latest
+/// revision is its candidate, else its active one. A row with neither is
+/// refused (a NULL comparison must not let it through).
+#[sqlx::test(migrations = "../migrations")]
+async fn a_live_source_has_its_latest_revision_as_candidate_or_active(pool: PgPool) {
+    let s = setup(pool).await;
+    let agent = svc_core::ids::AgentId::parse(&s.agent).unwrap().0;
+    let without = "INSERT INTO knowledge_sources (id, workspace_id, agent_id, key, latest_revision_id)
+                   SELECT gen_random_uuid(), workspace_id, id, 'k', gen_random_uuid() FROM agents WHERE id = $1";
+    let with =
+        "INSERT INTO knowledge_sources (id, workspace_id, agent_id, key, latest_revision_id, candidate_revision_id)
+                SELECT gen_random_uuid(), workspace_id, id, 'k', r, r FROM agents, (SELECT gen_random_uuid() AS r) n
+                WHERE id = $1";
+    for (statement, allowed) in [(without, false), (with, true)] {
+        let mut tx = s.app.pool.begin().await.unwrap();
+        let result = sqlx::query(statement).bind(agent).execute(&mut *tx).await;
+        match result {
+            Ok(_) => assert!(allowed, "a live source without candidate or active revision was stored"),
+            Err(error) => {
+                assert!(!allowed, "{error}");
+                assert_eq!(error.as_database_error().and_then(|e| e.code()).as_deref(), Some("23514"), "{error}");
+            }
+        }
+        tx.rollback().await.unwrap();
+    }
+}
+
 /// Every lookup by id or key hits an index with 10,000 sources in the Workspace.
 #[sqlx::test(migrations = "../migrations")]
 async fn lookups_use_indexes_at_ten_thousand_sources(pool: PgPool) {
@@ -487,8 +514,8 @@ async fn lookups_use_indexes_at_ten_thousand_sources(pool: PgPool) {
     let agent = svc_core::ids::AgentId::parse(&s.agent).unwrap().0;
     sqlx::query(
         "WITH new AS (SELECT gen_random_uuid() AS source, gen_random_uuid() AS revision, n FROM generate_series(1, 10000) n),
-              sources AS (INSERT INTO knowledge_sources (id, workspace_id, agent_id, key, latest_revision_id, active_revision_id)
-                          SELECT source, (SELECT workspace_id FROM agents WHERE id = $1), $1, 'key-' || n, revision, NULL FROM new)
+              sources AS (INSERT INTO knowledge_sources (id, workspace_id, agent_id, key, latest_revision_id, candidate_revision_id)
+                          SELECT source, (SELECT workspace_id FROM agents WHERE id = $1), $1, 'key-' || n, revision, revision FROM new)
          INSERT INTO knowledge_revisions (id, source_id, workspace_id, agent_id, revision, digest, title, provenance_kind,
                                           provenance_uri, required, content_bytes, state)
          SELECT revision, source, (SELECT workspace_id FROM agents WHERE id = $1), $1, 'r', 'sha256:' || repeat('0', 64),

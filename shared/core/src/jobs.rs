@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use apalis_core::backend::{TaskSink, Vacuum};
+use apalis_core::backend::TaskSink;
 use apalis_redis::{Config, ConnectionManager, RedisStorage};
 use redis::AsyncCommands;
 use redis::aio::ConnectionManagerConfig;
@@ -46,6 +46,30 @@ const PUSH_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// Longest a vacuum of finished jobs may take (it scans their records).
 const VACUUM_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// For each id of a finished set (KEYS[1]) whose job finished at or before
+/// ARGV[1] (`done_at`, seconds): its payload (in KEYS[2]), metadata (KEYS[3]
+/// `:id`), result (KEYS[3] `:result`) and set membership go. An id without
+/// metadata is only taken out of the set.
+static FORGET_FINISHED: std::sync::LazyLock<redis::Script> = std::sync::LazyLock::new(|| {
+    redis::Script::new(
+        "local n = 0
+         local cutoff = tonumber(ARGV[1])
+         for i = 2, #ARGV do
+           local id = ARGV[i]
+           local meta = KEYS[3] .. ':' .. id
+           local done_at = redis.call('hget', meta, 'done_at')
+           if (not done_at) or tonumber(done_at) <= cutoff then
+             redis.call('hdel', KEYS[2], id)
+             redis.call('hdel', KEYS[3] .. ':result', id)
+             redis.call('del', meta)
+             redis.call('srem', KEYS[1], id)
+             if done_at then n = n + 1 end
+           end
+         end
+         return n",
+    )
+});
 
 #[derive(Debug, thiserror::Error)]
 pub enum QueueError {
@@ -113,31 +137,34 @@ impl Queue {
 
     /// Drops what Redis keeps of jobs that finished more than `age` ago: their
     /// payload, their metadata, and their place in the done (or dead) set.
-    /// apalis-redis keeps all of it forever otherwise, and its own vacuum
-    /// leaves the sets, so every job ever run would cost Redis memory.
+    /// apalis-redis keeps all of it forever otherwise. Only ids in those two
+    /// sets are looked at (never a pending, scheduled or running job), 500 at
+    /// a time, so no single Redis call grows with the number of jobs (the
+    /// library's own vacuum reads every job's payload in one script).
     /// Returns the jobs dropped.
-    pub async fn vacuum(&self, age: Duration) -> Result<usize, QueueError> {
+    pub async fn vacuum(&self, age: Duration) -> Result<u64, QueueError> {
         let work = async {
-            let mut storage = self.storage().await?;
-            let dropped = storage.vacuum_before(age).await.map_err(|e| QueueError::Push(e.to_string()))?;
             let config = apalis_config(&self.namespace);
             let mut conn = self.client.get_multiplexed_async_connection().await?;
-            // Set members whose metadata is gone: finished and vacuumed.
-            let forget = redis::Script::new(
-                "local n = 0
-                 for _, id in ipairs(ARGV) do
-                   if redis.call('exists', KEYS[2] .. ':' .. id) == 0 then n = n + redis.call('srem', KEYS[1], id) end
-                 end
-                 return n",
-            );
+            // apalis-redis stamps `done_at` in seconds of the acknowledging
+            // worker's clock.
+            let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+            let cutoff = now.saturating_sub(age).as_secs();
+            let mut dropped = 0;
             for set in [config.done_jobs_set(), config.dead_jobs_set()] {
                 let mut cursor = 0u64;
                 loop {
                     let (next, ids): (u64, Vec<String>) =
                         redis::cmd("SSCAN").arg(&set).arg(cursor).arg("COUNT").arg(500).query_async(&mut conn).await?;
                     if !ids.is_empty() {
-                        let _: u64 =
-                            forget.key(&set).key(config.job_meta_hash()).arg(ids).invoke_async(&mut conn).await?;
+                        dropped += FORGET_FINISHED
+                            .key(&set)
+                            .key(config.job_data_hash())
+                            .key(config.job_meta_hash())
+                            .arg(cutoff)
+                            .arg(ids)
+                            .invoke_async::<u64>(&mut conn)
+                            .await?;
                     }
                     if next == 0 {
                         break;

@@ -111,7 +111,7 @@ async fn retrieve_in(conn: &mut PgConnection, agent: AgentId, question: &str) ->
     }
     // Scores of different languages are of the same kind: merge, best first,
     // equal scores by source id (as within a language).
-    best.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.source_id.cmp(&b.0.source_id)));
+    best.sort_by(|a, b| ranking_order((a.1, a.0.source_id), (b.1, b.0.source_id)));
     best.truncate(MAX_SOURCES);
     Ok(best.into_iter().map(|(found, _)| found).collect())
 }
@@ -137,6 +137,13 @@ pub async fn rank(
         scores.add(&postings, idf, vocabulary.mean_length.max(1.0));
     }
     Ok(scores.best(MAX_SOURCES))
+}
+
+/// Best score first; scores equal to 9 decimal places by source id. (Postings
+/// arrive in no set order, so the same sum can differ in its last bits.)
+fn ranking_order(a: (f64, SourceId), b: (f64, SourceId)) -> std::cmp::Ordering {
+    let rounded = |score: f64| (score * 1e9).round();
+    rounded(b.0).total_cmp(&rounded(a.0)).then_with(|| a.1.cmp(&b.1))
 }
 
 /// Scores per passage, kept per revision as a vector indexed by ordinal.
@@ -187,7 +194,7 @@ impl Scores {
             }
         }
         let mut best: Vec<Ranked> = best.into_values().collect();
-        best.sort_by(|a, b| b.score.total_cmp(&a.score).then_with(|| a.source_id.cmp(&b.source_id)));
+        best.sort_by(|a, b| ranking_order((a.score, a.source_id), (b.score, b.source_id)));
         best.truncate(limit);
         best
     }

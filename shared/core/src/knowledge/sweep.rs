@@ -39,7 +39,7 @@ pub struct Swept {
     pub requeued: usize,
     pub purged: u64,
     /// Finished jobs whose records were dropped from Redis.
-    pub vacuumed: usize,
+    pub vacuumed: u64,
 }
 
 /// Revisions handled per statement.

@@ -818,8 +818,8 @@ pub struct Postings {
 
 /// The postings of `lexemes` in the Agent's active revisions of `language`,
 /// one row per lexeme and revision, streamed: the caller keeps only what it
-/// makes of them. In key order, so that sums over them are always added in
-/// the same order (equal scores stay equal).
+/// makes of them. (No `ORDER BY`: PostgreSQL would sort every posting before
+/// sending the first.)
 pub fn postings<'a>(
     conn: &'a mut PgConnection,
     agent: AgentId,
@@ -833,7 +833,6 @@ pub fn postings<'a>(
                k.ordinals, k.counts, k.title_counts, k.lengths
         FROM knowledge_terms k JOIN knowledge_revisions r ON r.id = k.revision_id
         WHERE k.agent_id = $1 AND k.language = $2 AND k.lexeme = ANY($3)
-        ORDER BY k.lexeme, k.revision_id
         "#,
         agent as AgentId,
         language as StoredLanguage,
