@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value, json};
 use sqlx::PgPool;
+use svc_contract::catalog::flag_name;
 use svc_contract::{CATALOG, Operation};
 use svc_tests::http::HttpClient;
 
@@ -34,19 +35,6 @@ fn capture_answer() -> Value {
 // ---------------------------------------------------------------------------
 // What the client sends: table-driven over the catalog, against a listener.
 // ---------------------------------------------------------------------------
-
-/// `agentId` → `agent-id`, as contract §14 names flags.
-fn kebab(name: &str) -> String {
-    name.chars().fold(String::new(), |mut out, c| {
-        if c.is_ascii_uppercase() {
-            out.push('-');
-            out.push(c.to_ascii_lowercase());
-        } else {
-            out.push(c);
-        }
-        out
-    })
-}
 
 /// A valid value for `schema`, recognisable by the property it is for.
 fn sample(schema: &Value, name: &str) -> Value {
@@ -139,7 +127,7 @@ fn sample_input(op: &Operation) -> Map<String, Value> {
 fn flags_for(input: &Map<String, Value>) -> Vec<String> {
     let mut args = Vec::new();
     for (name, value) in input {
-        let flag = format!("--{}", kebab(name));
+        let flag = format!("--{}", flag_name(name));
         match value {
             Value::Bool(true) => args.push(flag),
             Value::Bool(false) => args.push(format!("{flag}=false")),
