@@ -279,9 +279,8 @@ async fn ranking_from_postings_is_bm25f_over_every_passage(pool: PgPool) {
         // Equal to 9 decimal places: by source id, as ranking does.
         expected.sort_by(|a, b| (b.1 * 1e9).round().total_cmp(&(a.1 * 1e9).round()).then(a.0.cmp(&b.0)));
         expected.truncate(svc_core::answers::MAX_SOURCES);
-        let mut vocabulary =
+        let vocabulary =
             svc_core::store::knowledge::vocabulary(&mut conn, agent, StoredLanguage::En, question).await.unwrap();
-        vocabulary.terms.truncate(svc_core::answers::MAX_TERMS);
         let ranked = svc_core::answers::rank(&mut conn, agent, StoredLanguage::En, &vocabulary).await.unwrap();
         assert!(!ranked.is_empty(), "{question}");
         let ranked: Vec<(Uuid, f64)> = ranked.iter().map(|r| (r.source_id.0, r.score)).collect();

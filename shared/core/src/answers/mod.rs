@@ -95,8 +95,7 @@ pub async fn retrieve(conn: &mut PgConnection, agent: AgentId, question: &str) -
 async fn retrieve_in(conn: &mut PgConnection, agent: AgentId, question: &str) -> Result<Vec<Found>> {
     let mut best = Vec::new();
     for language in store::knowledge::languages(conn, agent).await? {
-        let mut vocabulary = store::knowledge::vocabulary(conn, agent, language, question).await?;
-        vocabulary.terms.truncate(MAX_TERMS);
+        let vocabulary = store::knowledge::vocabulary(conn, agent, language, question).await?;
         let ranked = rank(conn, agent, language, &vocabulary).await?;
         if ranked.is_empty() {
             continue;
@@ -117,19 +116,21 @@ async fn retrieve_in(conn: &mut PgConnection, agent: AgentId, question: &str) ->
 }
 
 /// The best passage of each of the best [`MAX_SOURCES`] sources, best first
-/// (equal scores by source id), with its score.
+/// (equal scores by source id), with its score, ranked by the first (rarest)
+/// [`MAX_TERMS`] terms of `vocabulary`.
 pub async fn rank(
     conn: &mut PgConnection,
     agent: AgentId,
     language: StoredLanguage,
     vocabulary: &Vocabulary,
 ) -> Result<Vec<Ranked>> {
-    if vocabulary.terms.is_empty() {
+    let terms = &vocabulary.terms[..vocabulary.terms.len().min(MAX_TERMS)];
+    if terms.is_empty() {
         return Ok(Vec::new());
     }
     let idf: HashMap<&str, f64> =
-        vocabulary.terms.iter().enumerate().map(|(i, (lexeme, _))| (lexeme.as_str(), vocabulary.idf(i))).collect();
-    let lexemes: Vec<String> = vocabulary.terms.iter().map(|(lexeme, _)| lexeme.clone()).collect();
+        terms.iter().enumerate().map(|(i, (lexeme, _))| (lexeme.as_str(), vocabulary.idf(i))).collect();
+    let lexemes: Vec<String> = terms.iter().map(|(lexeme, _)| lexeme.clone()).collect();
     let mut scores = Scores::default();
     let mut postings = store::knowledge::postings(conn, agent, language, &lexemes);
     while let Some(postings) = postings.try_next().await? {
