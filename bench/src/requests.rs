@@ -155,6 +155,16 @@ async fn bench(options: &Options, url: &str) -> anyhow::Result<()> {
         body,
         beside: None,
     };
+    // The same call with the API key (which selects its own Workspace).
+    let by_key = |name, path: &str, body: Value| Scenario {
+        name,
+        writes: false,
+        method: Method::POST,
+        path: format!("/api/public/operations/{path}"),
+        headers: vec![("authorization", key_auth.clone()), ("content-type", "application/json".into())],
+        body,
+        beside: None,
+    };
     let flood = operation("agent.create", "agents/create", &create_ws, json!({ "name": "Flood {n}" }));
     let scenarios = [
         Scenario {
@@ -168,19 +178,16 @@ async fn bench(options: &Options, url: &str) -> anyhow::Result<()> {
         },
         operation("identity.status", "identity/status", &ws, json!({})),
         operation("agent.inspect (user)", "agents/inspect", &ws, json!({ "agentId": agent_id })),
-        Scenario {
-            name: "agent.inspect (API key)",
-            writes: false,
-            method: Method::POST,
-            path: "/api/public/operations/agents/inspect".into(),
-            headers: vec![("authorization", key_auth), ("content-type", "application/json".into())],
-            body: json!({ "agentId": agent_id }),
-            beside: None,
-        },
+        by_key("agent.inspect (API key)", "agents/inspect", json!({ "agentId": agent_id })),
         operation(
-            "knowledge_source.wait",
+            "knowledge_source.wait (user)",
             "knowledge-sources/wait",
             &ws,
+            json!({ "agentId": agent_id, "sourceId": source_id }),
+        ),
+        by_key(
+            "knowledge_source.wait (API key)",
+            "knowledge-sources/wait",
             json!({ "agentId": agent_id, "sourceId": source_id }),
         ),
         // `{n}` makes each request's name (and so its derived slug) distinct.
