@@ -6,6 +6,7 @@
 //! verifies with, so the two sides are independent implementations.
 
 pub mod http;
+pub mod knowledge;
 pub mod llm;
 pub mod process;
 pub mod provider;

@@ -98,6 +98,7 @@ async fn assert_promoted_once(pool: &PgPool, sources: usize) {
         sources as i64,
         "passages only of the active revisions"
     );
+    assert_eq!(svc_tests::knowledge::assert_sources_show_their_revisions(pool).await, sources);
 }
 
 #[sqlx::test(migrations = false)]

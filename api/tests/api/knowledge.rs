@@ -8,6 +8,7 @@ use serde_json::{Value, json};
 use sqlx::PgPool;
 use svc_core::ids::RevisionId;
 use svc_core::knowledge::{Outcome, Processing, process};
+use svc_tests::knowledge::assert_sources_show_their_revisions;
 
 use crate::helpers::{Tenant, assert_ok, assert_problem};
 
@@ -43,6 +44,15 @@ pub fn processing(worker: &str) -> Processing {
 /// The revision id of a source's pending revision.
 fn pending_of(source: &Value) -> RevisionId {
     RevisionId::parse(source["pendingRevision"]["id"].as_str().expect("a pending revision")).unwrap()
+}
+
+/// Starts an attempt on `revision` as a worker's first step does, with a lease
+/// that has already run out (so the next job need not wait for it).
+async fn start_attempt(pool: &PgPool, revision: RevisionId) {
+    let mut tx = pool.begin().await.unwrap();
+    svc_core::store::knowledge::lock_source_of(&mut tx, revision).await.unwrap();
+    svc_core::store::knowledge::start_attempt(&mut tx, revision, "gone", 0.0).await.unwrap();
+    tx.commit().await.unwrap();
 }
 
 type Setup = Tenant;
@@ -108,6 +118,7 @@ async fn an_added_source_is_pending_then_active(pool: PgPool) {
     let listed = s.ok("knowledge-sources/list", json!({ "agentId": s.agent })).await;
     assert_eq!(listed["knowledgeSources"].as_array().unwrap().len(), 1);
     assert_eq!(listed["knowledgeSources"][0], active);
+    assert_eq!(assert_sources_show_their_revisions(&s.app.pool).await, 1);
 }
 
 #[sqlx::test(migrations = "../migrations")]
@@ -137,6 +148,7 @@ async fn a_replacement_is_private_until_it_is_active(pool: PgPool) {
     let same = s.ok("knowledge-sources/replace", replace_input(&s.agent, &id, "r2", "The office opens at ten.")).await;
     assert_eq!(same["knowledgeSource"], done);
     assert_eq!(s.app.count("SELECT count(*) FROM knowledge_revisions").await, 2);
+    assert_eq!(assert_sources_show_their_revisions(&s.app.pool).await, 1);
 }
 
 #[sqlx::test(migrations = "../migrations")]
@@ -158,6 +170,7 @@ async fn a_failing_replacement_keeps_the_last_good_revision(pool: PgPool) {
     assert_eq!(body["error"]["details"]["knowledgeSource"], after);
     let passages: i64 = s.app.count("SELECT count(*) FROM knowledge_passages").await;
     assert_eq!(passages, 1, "still the first revision's");
+    assert_eq!(assert_sources_show_their_revisions(&s.app.pool).await, 1);
 }
 
 #[sqlx::test(migrations = "../migrations")]
@@ -179,8 +192,113 @@ async fn a_newer_replacement_supersedes_an_unfinished_one(pool: PgPool) {
     // The superseded job arrives late: nothing happens.
     assert_eq!(s.process(second).await, Outcome::Skipped);
     assert_eq!(s.inspect(&id).await["activeRevision"]["revision"], "r1");
+    assert_eq!(assert_sources_show_their_revisions(&s.app.pool).await, 1);
     assert_eq!(s.process(third).await, Outcome::Promoted);
     assert_eq!(s.inspect(&id).await["activeRevision"]["revision"], "r3");
+    assert_eq!(assert_sources_show_their_revisions(&s.app.pool).await, 1);
+}
+
+/// A source row carries copies of its revisions' fields: at every step of a
+/// source's life, what a read shows is what the revisions hold; a candidate a
+/// worker holds shows as `processing`.
+#[sqlx::test(migrations = "../migrations")]
+async fn a_source_shows_its_revisions_at_every_step(pool: PgPool) {
+    let s = setup(pool).await;
+    let shown = || assert_sources_show_their_revisions(&s.app.pool);
+    let state = |source: &Value| (source["state"].clone(), source["pendingRevision"]["state"].clone());
+    let added = s.add("faq", "Version one.").await;
+    let id = added["id"].as_str().unwrap().to_owned();
+    assert_eq!(shown().await, 1);
+
+    start_attempt(&s.app.pool, pending_of(&added)).await;
+    assert_eq!(state(&s.inspect(&id).await), (json!("processing"), json!("processing")));
+    let waited = s.ok("knowledge-sources/wait", json!({ "agentId": s.agent, "sourceId": id })).await;
+    assert_eq!(state(&waited["knowledgeSource"]), (json!("processing"), json!("processing")));
+    assert_eq!(waited["terminal"], false);
+    assert_eq!(shown().await, 1);
+    assert_eq!(s.process(pending_of(&added)).await, Outcome::Promoted);
+    assert_eq!(shown().await, 1);
+
+    let second = s.ok("knowledge-sources/replace", replace_input(&s.agent, &id, "r2", "Version two.")).await;
+    let second = pending_of(&second["knowledgeSource"]);
+    assert_eq!(shown().await, 1);
+    start_attempt(&s.app.pool, second).await;
+    assert_eq!(state(&s.inspect(&id).await), (json!("replacing"), json!("processing")));
+    assert_eq!(shown().await, 1);
+    assert_eq!(s.process(second).await, Outcome::Promoted);
+    let active = s.inspect(&id).await;
+    assert_eq!((active["revision"].clone(), active["activeRevision"]["revision"].clone()), (json!("r2"), json!("r2")));
+    assert_eq!(shown().await, 1);
+
+    let blank = s.ok("knowledge-sources/replace", replace_input(&s.agent, &id, "r3", " \n ")).await;
+    assert_eq!(s.process(pending_of(&blank["knowledgeSource"])).await, Outcome::Failed("empty_content"));
+    assert_eq!(state(&s.inspect(&id).await), (json!("active"), json!("failed")));
+    assert_eq!(shown().await, 1);
+    s.ok("knowledge-sources/replace", replace_input(&s.agent, &id, "r4", "Version four.")).await;
+    let fifth = s.ok("knowledge-sources/replace", replace_input(&s.agent, &id, "r5", "Version five.")).await;
+    assert_eq!(fifth["knowledgeSource"]["pendingRevision"]["revision"], "r5");
+    assert_eq!(shown().await, 1);
+
+    let other = s.add("other", "Another source.").await;
+    s.process(pending_of(&other)).await;
+    assert_eq!(shown().await, 2);
+    let other = other["id"].as_str().unwrap();
+    let delete = json!({ "agentId": s.agent, "sourceId": other, "tombstone": true, "prune": true, "confirm": other });
+    s.ok("knowledge-sources/delete", delete).await;
+    assert_eq!(shown().await, 1);
+}
+
+/// Sources stored before migration 0010 are read from the fields it copied
+/// onto their rows: in every state a source can be in, they show what their
+/// revisions hold.
+#[sqlx::test(migrations = false)]
+async fn sources_stored_before_0010_show_their_revisions(pool: PgPool) {
+    let migrator = sqlx::migrate!("../migrations");
+    migrator.run_to(9, &pool).await.unwrap();
+    // Sources: active only; pending; an active one with a processing
+    // candidate; one with a failed candidate; a failed first revision; deleted.
+    sqlx::raw_sql(
+        "BEGIN;
+         INSERT INTO workspaces (id, name, slug, plan) VALUES ('00000000-0000-0000-0000-00000000000a', 'W', 'w', 'pro');
+         INSERT INTO agents (id, workspace_id, name, slug, default_language, temperature)
+         VALUES ('00000000-0000-0000-0000-00000000000b', '00000000-0000-0000-0000-00000000000a', 'A', 'a', 'en', 0.2);
+         CREATE TEMP TABLE seed (source int, revision int, state revision_state, error_code text, latest bool,
+                                 active bool, candidate bool);
+         INSERT INTO seed VALUES (1, 1, 'active', NULL, true, true, false),
+                                 (2, 1, 'pending', NULL, true, false, true),
+                                 (3, 1, 'active', NULL, false, true, false), (3, 2, 'processing', NULL, true, false, true),
+                                 (4, 1, 'active', NULL, false, true, false), (4, 2, 'failed', 'empty_content', true, false, true),
+                                 (5, 1, 'failed', 'internal', true, false, true),
+                                 (6, 1, 'replaced', NULL, true, false, false);
+         CREATE TEMP VIEW seeded AS
+         SELECT *, ('00000000-0000-0000-0001-' || lpad(source::text, 12, '0'))::uuid AS source_id,
+                ('00000000-0000-0000-0002-' || lpad((10 * source + revision)::text, 12, '0'))::uuid AS revision_id
+         FROM seed;
+         INSERT INTO knowledge_sources (id, workspace_id, agent_id, key, latest_revision_id, candidate_revision_id)
+         SELECT source_id, '00000000-0000-0000-0000-00000000000a', '00000000-0000-0000-0000-00000000000b',
+                'key-' || source, revision_id, revision_id
+         FROM seeded WHERE latest;
+         INSERT INTO knowledge_revisions (id, source_id, workspace_id, agent_id, revision, digest, title,
+                                          provenance_kind, provenance_uri, required, content_bytes, state, error_code,
+                                          imported_at)
+         SELECT revision_id, source_id, '00000000-0000-0000-0000-00000000000a', '00000000-0000-0000-0000-00000000000b',
+                'r' || revision, 'sha256:' || repeat(revision::text, 64), 'Title ' || source || '.' || revision,
+                (ARRAY['repository', 'url', 'manual']::provenance_kind[])[1 + revision % 3],
+                'https://example.test/' || source, revision = 1, 100 * source + revision, state, error_code,
+                now() - make_interval(mins => 10 * source + revision)
+         FROM seeded;
+         UPDATE knowledge_sources s SET active_revision_id = seeded.revision_id,
+                candidate_revision_id = (SELECT revision_id FROM seeded c WHERE c.source = seeded.source AND c.candidate)
+         FROM seeded WHERE seeded.source_id = s.id AND seeded.active;
+         UPDATE knowledge_sources SET deleted_at = now(), candidate_revision_id = NULL
+         WHERE id = '00000000-0000-0000-0001-000000000006';
+         COMMIT;",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
+    migrator.run(&pool).await.unwrap();
+    assert_eq!(assert_sources_show_their_revisions(&pool).await, 5);
 }
 
 #[sqlx::test(migrations = "../migrations")]
@@ -199,6 +317,7 @@ async fn concurrent_attempts_promote_once(pool: PgPool) {
     let attempts: i32 =
         sqlx::query_scalar("SELECT attempts FROM knowledge_revisions").fetch_one(&s.app.pool).await.unwrap();
     assert_eq!(attempts, 1, "the others found it leased or done");
+    assert_eq!(assert_sources_show_their_revisions(&s.app.pool).await, 1);
 }
 
 /// Two job slots of one worker process (one worker name) given the same
@@ -235,6 +354,7 @@ async fn a_revision_that_keeps_failing_its_worker_ends_failed(pool: PgPool) {
     assert_eq!(source["state"], "failed");
     assert_eq!(source["pendingRevision"]["errorCode"], "internal");
     assert_eq!(s.usage().await["knowledge_bytes"], 0, "its bytes are freed");
+    assert_eq!(assert_sources_show_their_revisions(&s.app.pool).await, 1);
 }
 
 #[sqlx::test(migrations = "../migrations")]
@@ -242,10 +362,15 @@ async fn past_the_deadline_a_revision_times_out(pool: PgPool) {
     let s = setup(pool).await;
     let added = s.add("faq", "Some content.").await;
     let id = added["id"].as_str().unwrap().to_owned();
-    sqlx::query("UPDATE knowledge_revisions SET imported_at = now() - interval '1 hour'")
-        .execute(&s.app.pool)
-        .await
-        .unwrap();
+    // An hour ago (the source shows its revision's import time).
+    sqlx::raw_sql(
+        "UPDATE knowledge_revisions SET imported_at = imported_at - interval '1 hour';
+         UPDATE knowledge_sources SET imported_at = imported_at - interval '1 hour',
+                                      candidate_imported_at = candidate_imported_at - interval '1 hour'",
+    )
+    .execute(&s.app.pool)
+    .await
+    .unwrap();
     let sweep = svc_core::knowledge::Sweep {
         requeue_after: Duration::from_secs(30),
         deadline: Duration::from_secs(900),
@@ -256,6 +381,7 @@ async fn past_the_deadline_a_revision_times_out(pool: PgPool) {
     let response = s.call("knowledge-sources/wait", json!({ "agentId": s.agent, "sourceId": id })).await;
     let body = assert_problem(&response, 504, "processing_timeout");
     assert_eq!(body["error"]["details"]["knowledgeSource"]["pendingRevision"]["errorCode"], "processing_timeout");
+    assert_eq!(assert_sources_show_their_revisions(&s.app.pool).await, 1);
 }
 
 #[sqlx::test(migrations = "../migrations")]
@@ -487,15 +613,23 @@ async fn mcp_gives_the_same_results(pool: PgPool) {
 async fn a_live_source_has_its_latest_revision_as_candidate_or_active(pool: PgPool) {
     let s = setup(pool).await;
     let agent = svc_core::ids::AgentId::parse(&s.agent).unwrap().0;
-    let without = "INSERT INTO knowledge_sources (id, workspace_id, agent_id, key, latest_revision_id)
-                   SELECT gen_random_uuid(), workspace_id, id, 'k', gen_random_uuid() FROM agents WHERE id = $1";
-    let with =
-        "INSERT INTO knowledge_sources (id, workspace_id, agent_id, key, latest_revision_id, candidate_revision_id)
-                SELECT gen_random_uuid(), workspace_id, id, 'k', r, r FROM agents, (SELECT gen_random_uuid() AS r) n
-                WHERE id = $1";
+    let shown = "revision, digest, title, provenance_kind, provenance_uri, required, imported_at";
+    let values = "'r', 'sha256:' || repeat('0', 64), 't', 'manual', 'u', true, now()";
+    let without = format!(
+        "INSERT INTO knowledge_sources (id, workspace_id, agent_id, key, latest_revision_id, {shown})
+         SELECT gen_random_uuid(), workspace_id, id, 'k', gen_random_uuid(), {values} FROM agents WHERE id = $1"
+    );
+    let with = format!(
+        "INSERT INTO knowledge_sources (id, workspace_id, agent_id, key, latest_revision_id, candidate_revision_id,
+                                        {shown}, candidate_revision, candidate_digest, candidate_state,
+                                        candidate_imported_at, candidate_bytes)
+         SELECT gen_random_uuid(), workspace_id, id, 'k', r, r, {values}, 'r', 'sha256:' || repeat('0', 64),
+                'pending', now(), 1
+         FROM agents, (SELECT gen_random_uuid() AS r) n WHERE id = $1"
+    );
     for (statement, allowed) in [(without, false), (with, true)] {
         let mut tx = s.app.pool.begin().await.unwrap();
-        let result = sqlx::query(statement).bind(agent).execute(&mut *tx).await;
+        let result = sqlx::query(sqlx::AssertSqlSafe(statement)).bind(agent).execute(&mut *tx).await;
         match result {
             Ok(_) => assert!(allowed, "a live source without candidate or active revision was stored"),
             Err(error) => {
@@ -514,8 +648,14 @@ async fn lookups_use_indexes_at_ten_thousand_sources(pool: PgPool) {
     let agent = svc_core::ids::AgentId::parse(&s.agent).unwrap().0;
     sqlx::query(
         "WITH new AS (SELECT gen_random_uuid() AS source, gen_random_uuid() AS revision, n FROM generate_series(1, 10000) n),
-              sources AS (INSERT INTO knowledge_sources (id, workspace_id, agent_id, key, latest_revision_id, candidate_revision_id)
-                          SELECT source, (SELECT workspace_id FROM agents WHERE id = $1), $1, 'key-' || n, revision, revision FROM new)
+              sources AS (INSERT INTO knowledge_sources (id, workspace_id, agent_id, key, latest_revision_id, candidate_revision_id,
+                                                         revision, digest, title, provenance_kind, provenance_uri, required,
+                                                         imported_at, candidate_revision, candidate_digest, candidate_state,
+                                                         candidate_imported_at, candidate_bytes)
+                          SELECT source, (SELECT workspace_id FROM agents WHERE id = $1), $1, 'key-' || n, revision, revision,
+                                 'r', 'sha256:' || repeat('0', 64), 't', 'manual', 'u', true, now(), 'r',
+                                 'sha256:' || repeat('0', 64), 'pending', now(), 1
+                          FROM new)
          INSERT INTO knowledge_revisions (id, source_id, workspace_id, agent_id, revision, digest, title, provenance_kind,
                                           provenance_uri, required, content_bytes, state)
          SELECT revision, source, (SELECT workspace_id FROM agents WHERE id = $1), $1, 'r', 'sha256:' || repeat('0', 64),

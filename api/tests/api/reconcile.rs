@@ -169,6 +169,7 @@ async fn plans_compare_each_key_and_leave_others_alone(pool: PgPool) {
         listed["knowledgeSources"].as_array().unwrap().iter().map(|k| k["key"].as_str().unwrap()).collect();
     keys.sort();
     assert_eq!(keys, ["changed", "new", "other", "same"], "omitted keys are untouched");
+    assert_eq!(svc_tests::knowledge::assert_sources_show_their_revisions(&s.app.pool).await, 4);
 }
 
 #[sqlx::test(migrations = "../migrations")]

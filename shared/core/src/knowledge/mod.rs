@@ -210,7 +210,8 @@ pub async fn add(
     crate::entitlements::reserve(conn, scope.workspace, scope.entitlement, &wanted).await?;
     hold_agent(conn, scope).await?;
     let (source, revision) = (SourceId::new(), RevisionId::new());
-    if !store::knowledge::insert_source(conn, source, scope.workspace, scope.agent, key, revision).await? {
+    let first = submission.new_revision(revision, source, scope.workspace, scope.agent);
+    if !store::knowledge::insert_source(conn, key, &first).await? {
         let existing = store::knowledge::id_by_key(conn, scope.agent, key).await?;
         let mut problem =
             Problem::invalid("key_exists", "A live source of this Agent already has this key.").with_detail("key", key);
@@ -219,8 +220,7 @@ pub async fn add(
         }
         return Err(problem.into());
     }
-    store::knowledge::insert_revision(conn, &submission.new_revision(revision, source, scope.workspace, scope.agent))
-        .await?;
+    store::knowledge::insert_revision(conn, &first).await?;
     Ok((source, Job::ProcessRevision { revision }))
 }
 

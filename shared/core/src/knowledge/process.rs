@@ -85,6 +85,8 @@ async fn begin(pool: &PgPool, revision: RevisionId, processing: &Processing) -> 
     let mut conn = pool.acquire().await?;
     let mut tx = conn.begin().await?;
     let deadline = processing.deadline.as_secs_f64();
+    // The source shows its candidate's state: it is locked first.
+    store::knowledge::lock_source_of(&mut tx, revision).await?;
     let Some(job) = store::knowledge::lock_job(&mut tx, revision, deadline).await? else {
         tx.rollback().await?;
         return Ok(Begin::Skip);
@@ -203,6 +205,7 @@ pub async fn fail(pool: &PgPool, revision: RevisionId, code: &'static str) -> Re
         return Ok(Outcome::Skipped);
     };
     store::usage::lock(&mut tx, workspace).await?;
+    store::knowledge::lock_source_of(&mut tx, revision).await?;
     let Some((_, bytes)) = store::knowledge::fail(&mut tx, revision, code).await? else {
         tx.rollback().await?;
         return Ok(Outcome::Skipped);

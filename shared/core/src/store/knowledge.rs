@@ -209,6 +209,12 @@ pub struct NewRevision<'a> {
     pub content: &'a str,
 }
 
+impl NewRevision<'_> {
+    fn content_bytes(&self) -> i32 {
+        i32::try_from(self.content.len()).unwrap_or(i32::MAX)
+    }
+}
+
 #[tracing::instrument(level = "debug", skip(conn, new), fields(id = %new.id))]
 pub async fn insert_revision(conn: &mut PgConnection, new: &NewRevision<'_>) -> sqlx::Result<()> {
     sqlx::query!(
@@ -234,28 +240,33 @@ pub async fn insert_revision(conn: &mut PgConnection, new: &NewRevision<'_>) -> 
     Ok(())
 }
 
-/// Inserts a source whose first revision is `revision`; `false` when a live
+/// Inserts the source of `first`, its first revision (inserted next, in the
+/// same transaction), showing it as latest and candidate; `false` when a live
 /// source of the Agent has the key.
-#[tracing::instrument(level = "debug", skip(conn))]
-pub async fn insert_source(
-    conn: &mut PgConnection,
-    id: SourceId,
-    workspace: WorkspaceId,
-    agent: AgentId,
-    key: &str,
-    revision: RevisionId,
-) -> sqlx::Result<bool> {
+#[tracing::instrument(level = "debug", skip(conn, first), fields(id = %first.source_id))]
+pub async fn insert_source(conn: &mut PgConnection, key: &str, first: &NewRevision<'_>) -> sqlx::Result<bool> {
+    // `now()` is the transaction's start: the revision's `imported_at` too.
     let inserted = sqlx::query!(
         r#"
-        INSERT INTO knowledge_sources (id, workspace_id, agent_id, key, latest_revision_id, candidate_revision_id)
-        VALUES ($1, $2, $3, $4, $5, $5)
+        INSERT INTO knowledge_sources (id, workspace_id, agent_id, key, latest_revision_id, candidate_revision_id,
+                                       revision, digest, title, provenance_kind, provenance_uri, required,
+                                       imported_at, candidate_revision, candidate_digest, candidate_state,
+                                       candidate_imported_at, candidate_bytes)
+        VALUES ($1, $2, $3, $4, $5, $5, $6, $7, $8, $9, $10, $11, now(), $6, $7, 'pending', now(), $12)
         ON CONFLICT (agent_id, key) WHERE deleted_at IS NULL DO NOTHING
         "#,
-        id as SourceId,
-        workspace as WorkspaceId,
-        agent as AgentId,
+        first.source_id as SourceId,
+        first.workspace_id as WorkspaceId,
+        first.agent_id as AgentId,
         key,
-        revision as RevisionId,
+        first.id as RevisionId,
+        first.revision,
+        first.digest,
+        first.title,
+        first.provenance_kind as StoredProvenanceKind,
+        first.provenance_uri,
+        first.required,
+        first.content_bytes(),
     )
     .execute(conn)
     .await?;
@@ -274,11 +285,21 @@ pub async fn id_by_key(conn: &mut PgConnection, agent: AgentId, key: &str) -> sq
     .await
 }
 
-/// Makes `revision` the source's latest and its candidate.
+/// Makes `revision` the source's latest and its candidate, and shows its fields.
 #[tracing::instrument(level = "debug", skip(conn))]
 pub async fn set_candidate(conn: &mut PgConnection, source: SourceId, revision: RevisionId) -> sqlx::Result<()> {
     sqlx::query!(
-        "UPDATE knowledge_sources SET latest_revision_id = $2, candidate_revision_id = $2 WHERE id = $1",
+        r#"
+        UPDATE knowledge_sources
+        SET latest_revision_id = r.id, candidate_revision_id = r.id,
+            revision = r.revision, digest = r.digest, title = r.title, provenance_kind = r.provenance_kind,
+            provenance_uri = r.provenance_uri, required = r.required, imported_at = r.imported_at,
+            candidate_revision = r.revision, candidate_digest = r.digest, candidate_state = r.state,
+            candidate_imported_at = r.imported_at, candidate_error_code = r.error_code,
+            candidate_bytes = r.content_bytes
+        FROM knowledge_revisions r
+        WHERE knowledge_sources.id = $1 AND r.id = $2
+        "#,
         source as SourceId,
         revision as RevisionId,
     )
@@ -295,12 +316,20 @@ pub async fn fail(
     revision: RevisionId,
     error_code: &str,
 ) -> sqlx::Result<Option<(WorkspaceId, i64)>> {
+    // The source, when the revision is its candidate, shows the failure: the
+    // caller holds the source's row.
     let row = sqlx::query!(
         r#"
-        UPDATE knowledge_revisions
-        SET state = 'failed', error_code = $2, content = NULL, lease_owner = NULL, lease_until = NULL
-        WHERE id = $1 AND state IN ('pending', 'processing')
-        RETURNING workspace_id AS "workspace_id: WorkspaceId", content_bytes
+        WITH failed AS (
+            UPDATE knowledge_revisions
+            SET state = 'failed', error_code = $2, content = NULL, lease_owner = NULL, lease_until = NULL
+            WHERE id = $1 AND state IN ('pending', 'processing')
+            RETURNING source_id, workspace_id, content_bytes
+        ), shown AS (
+            UPDATE knowledge_sources s SET candidate_state = 'failed', candidate_error_code = $2
+            FROM failed WHERE s.id = failed.source_id AND s.candidate_revision_id = $1
+        )
+        SELECT workspace_id AS "workspace_id!: WorkspaceId", content_bytes AS "content_bytes!" FROM failed
         "#,
         revision as RevisionId,
         error_code,
@@ -357,7 +386,29 @@ pub struct Job {
     pub overdue: bool,
 }
 
-/// Reads and locks a revision a worker was asked to process.
+/// Locks the source of a revision (live or not) until the transaction ends,
+/// before a change to the revision that the source shows: the store's lock
+/// order is the Workspace's usage row, the source, then its revisions.
+#[tracing::instrument(level = "debug", skip(conn))]
+pub async fn lock_source_of(conn: &mut PgConnection, revision: RevisionId) -> sqlx::Result<()> {
+    sqlx::query!(
+        r#"
+        SELECT s.id FROM knowledge_sources s JOIN knowledge_revisions r ON r.source_id = s.id
+        WHERE r.id = $1
+        FOR NO KEY UPDATE OF s
+        "#,
+        revision as RevisionId,
+    )
+    .fetch_optional(conn)
+    .await?;
+    Ok(())
+}
+
+/// Reads and locks a revision a worker was asked to process; the caller holds
+/// its source ([`lock_source_of`]). The lock (NO KEY UPDATE) lets another
+/// attempt's promotion keep the revision's key while it waits for the source:
+/// a FOR UPDATE here would wait on that promotion while holding the source it
+/// waits for.
 #[tracing::instrument(level = "debug", skip(conn))]
 pub async fn lock_job(conn: &mut PgConnection, revision: RevisionId, deadline_secs: f64) -> sqlx::Result<Option<Job>> {
     sqlx::query_as!(
@@ -367,7 +418,7 @@ pub async fn lock_job(conn: &mut PgConnection, revision: RevisionId, deadline_se
                coalesce(lease_until > now(), false) AS "leased!",
                imported_at < now() - make_interval(secs => $2) AS "overdue!"
         FROM knowledge_revisions WHERE id = $1
-        FOR UPDATE
+        FOR NO KEY UPDATE
         "#,
         revision as RevisionId,
         deadline_secs,
@@ -376,7 +427,8 @@ pub async fn lock_job(conn: &mut PgConnection, revision: RevisionId, deadline_se
     .await
 }
 
-/// Starts an attempt: `processing`, leased to `worker` for `lease_secs`.
+/// Starts an attempt: `processing` (and so shown by its source, whose row the
+/// caller holds), leased to `worker` for `lease_secs`.
 #[tracing::instrument(level = "debug", skip(conn))]
 pub async fn start_attempt(
     conn: &mut PgConnection,
@@ -386,10 +438,15 @@ pub async fn start_attempt(
 ) -> sqlx::Result<()> {
     sqlx::query!(
         r#"
-        UPDATE knowledge_revisions
-        SET state = 'processing', attempts = attempts + 1, lease_owner = $2,
-            lease_until = now() + make_interval(secs => $3)
-        WHERE id = $1
+        WITH started AS (
+            UPDATE knowledge_revisions
+            SET state = 'processing', attempts = attempts + 1, lease_owner = $2,
+                lease_until = now() + make_interval(secs => $3)
+            WHERE id = $1
+            RETURNING source_id
+        )
+        UPDATE knowledge_sources s SET candidate_state = 'processing'
+        FROM started WHERE s.id = started.source_id AND s.candidate_revision_id = $1
         "#,
         revision as RevisionId,
         worker,
@@ -559,6 +616,7 @@ pub async fn active_of(conn: &mut PgConnection, source: SourceId) -> sqlx::Resul
 
 /// Makes `revision` the source's active revision if it is still the candidate
 /// and `previous` still the active one (compare-and-set); `false` otherwise.
+/// The source shows the candidate's fields as the active revision's.
 #[tracing::instrument(level = "debug", skip(conn))]
 pub async fn promote(
     conn: &mut PgConnection,
@@ -568,7 +626,11 @@ pub async fn promote(
 ) -> sqlx::Result<bool> {
     let done = sqlx::query!(
         r#"
-        UPDATE knowledge_sources SET active_revision_id = $2, candidate_revision_id = NULL
+        UPDATE knowledge_sources
+        SET active_revision_id = $2, active_revision = candidate_revision, active_digest = candidate_digest,
+            active_imported_at = candidate_imported_at, active_bytes = candidate_bytes,
+            candidate_revision_id = NULL, candidate_revision = NULL, candidate_digest = NULL,
+            candidate_state = NULL, candidate_imported_at = NULL, candidate_error_code = NULL, candidate_bytes = NULL
         WHERE id = $1 AND candidate_revision_id = $2 AND active_revision_id IS NOT DISTINCT FROM $3
           AND deleted_at IS NULL
         "#,
@@ -671,6 +733,13 @@ pub async fn backlog(conn: &mut PgConnection) -> sqlx::Result<(i64, f64)> {
 /// active ones retired. Returns the sources deleted and the content bytes freed.
 #[tracing::instrument(level = "debug", skip(conn))]
 pub async fn delete_all_of(conn: &mut PgConnection, agent: AgentId) -> sqlx::Result<(i64, i64)> {
+    // Sources first, then their revisions: the store's lock order.
+    let deleted = sqlx::query!(
+        "UPDATE knowledge_sources SET deleted_at = now(), active_revision_id = NULL WHERE agent_id = $1 AND deleted_at IS NULL",
+        agent as AgentId,
+    )
+    .execute(&mut *conn)
+    .await?;
     let failed = sqlx::query_scalar!(
         r#"
         UPDATE knowledge_revisions
@@ -699,13 +768,7 @@ pub async fn delete_all_of(conn: &mut PgConnection, agent: AgentId) -> sqlx::Res
         "#,
         agent as AgentId,
     )
-    .fetch_all(&mut *conn)
-    .await?;
-    let deleted = sqlx::query!(
-        "UPDATE knowledge_sources SET deleted_at = now(), active_revision_id = NULL WHERE agent_id = $1 AND deleted_at IS NULL",
-        agent as AgentId,
-    )
-    .execute(conn)
+    .fetch_all(conn)
     .await?;
     let freed = failed.iter().chain(&retired).map(|b| i64::from(*b)).sum();
     Ok((deleted.rows_affected() as i64, freed))
