@@ -9,7 +9,7 @@
 -- once it is stored, so only becoming latest, candidate or active copies them,
 -- and only a candidate's state and error code change afterwards (processing,
 -- failed). The active revision's state is always `active` while it is active.
--- The backfill below queues the deferred foreign-key checks of the rows it
+-- The backfill below may queue deferred foreign-key checks of the rows it
 -- updates; checked at once instead, they leave the table free to alter.
 SET CONSTRAINTS ALL IMMEDIATE;
 
@@ -32,23 +32,28 @@ ALTER TABLE knowledge_sources
     ADD COLUMN candidate_error_code  text,
     ADD COLUMN candidate_bytes       integer;
 
+-- One pass: each row is rewritten once.
 UPDATE knowledge_sources s
-SET revision = l.revision, digest = l.digest, title = l.title, provenance_kind = l.provenance_kind,
-    provenance_uri = l.provenance_uri, required = l.required, imported_at = l.imported_at
-FROM knowledge_revisions l
-WHERE l.id = s.latest_revision_id;
-
-UPDATE knowledge_sources s
-SET active_revision = a.revision, active_digest = a.digest, active_imported_at = a.imported_at,
-    active_bytes = a.content_bytes
-FROM knowledge_revisions a
-WHERE a.id = s.active_revision_id;
-
-UPDATE knowledge_sources s
-SET candidate_revision = c.revision, candidate_digest = c.digest, candidate_state = c.state,
-    candidate_imported_at = c.imported_at, candidate_error_code = c.error_code, candidate_bytes = c.content_bytes
-FROM knowledge_revisions c
-WHERE c.id = s.candidate_revision_id;
+SET revision = x.revision, digest = x.digest, title = x.title, provenance_kind = x.provenance_kind,
+    provenance_uri = x.provenance_uri, required = x.required, imported_at = x.imported_at,
+    active_revision = x.active_revision, active_digest = x.active_digest,
+    active_imported_at = x.active_imported_at, active_bytes = x.active_bytes,
+    candidate_revision = x.candidate_revision, candidate_digest = x.candidate_digest,
+    candidate_state = x.candidate_state, candidate_imported_at = x.candidate_imported_at,
+    candidate_error_code = x.candidate_error_code, candidate_bytes = x.candidate_bytes
+FROM (
+    SELECT o.id, l.revision, l.digest, l.title, l.provenance_kind, l.provenance_uri, l.required, l.imported_at,
+           a.revision AS active_revision, a.digest AS active_digest, a.imported_at AS active_imported_at,
+           a.content_bytes AS active_bytes,
+           c.revision AS candidate_revision, c.digest AS candidate_digest, c.state AS candidate_state,
+           c.imported_at AS candidate_imported_at, c.error_code AS candidate_error_code,
+           c.content_bytes AS candidate_bytes
+    FROM knowledge_sources o
+    JOIN knowledge_revisions l ON l.id = o.latest_revision_id
+    LEFT JOIN knowledge_revisions a ON a.id = o.active_revision_id
+    LEFT JOIN knowledge_revisions c ON c.id = o.candidate_revision_id
+) x
+WHERE x.id = s.id;
 
 ALTER TABLE knowledge_sources
     ALTER COLUMN revision SET NOT NULL,

@@ -345,10 +345,14 @@ async fn a_revision_that_keeps_failing_its_worker_ends_failed(pool: PgPool) {
     let added = s.add("faq", "Some content.").await;
     let revision = pending_of(&added);
     // Three attempts that each died without a word (their leases ran out).
-    sqlx::query("UPDATE knowledge_revisions SET attempts = 3, state = 'processing', lease_owner = 'gone', lease_until = now() - interval '1 second'")
-        .execute(&s.app.pool)
-        .await
-        .unwrap();
+    sqlx::raw_sql(
+        "UPDATE knowledge_revisions SET attempts = 3, state = 'processing', lease_owner = 'gone',
+                                        lease_until = now() - interval '1 second';
+         UPDATE knowledge_sources SET candidate_state = 'processing'",
+    )
+    .execute(&s.app.pool)
+    .await
+    .unwrap();
     assert_eq!(s.process(revision).await, Outcome::Failed("internal"));
     let source = s.inspect(added["id"].as_str().unwrap()).await;
     assert_eq!(source["state"], "failed");
@@ -607,34 +611,88 @@ async fn mcp_gives_the_same_results(pool: PgPool) {
 }
 
 /// The database holds what the source view relies on: a live source's latest
-/// revision is its candidate, else its active one. A row with neither is
-/// refused (a NULL comparison must not let it through).
+/// revision is its candidate, else its active one (a row with neither is
+/// refused: a NULL comparison must not let it through), and it carries the
+/// shown fields of exactly the revisions it has, a candidate being unfinished
+/// or failed with an error code.
 #[sqlx::test(migrations = "../migrations")]
-async fn a_live_source_has_its_latest_revision_as_candidate_or_active(pool: PgPool) {
+async fn a_live_source_row_holds_what_its_view_relies_on(pool: PgPool) {
     let s = setup(pool).await;
     let agent = svc_core::ids::AgentId::parse(&s.agent).unwrap().0;
-    let shown = "revision, digest, title, provenance_kind, provenance_uri, required, imported_at";
-    let values = "'r', 'sha256:' || repeat('0', 64), 't', 'manual', 'u', true, now()";
-    let without = format!(
-        "INSERT INTO knowledge_sources (id, workspace_id, agent_id, key, latest_revision_id, {shown})
-         SELECT gen_random_uuid(), workspace_id, id, 'k', gen_random_uuid(), {values} FROM agents WHERE id = $1"
-    );
-    let with = format!(
-        "INSERT INTO knowledge_sources (id, workspace_id, agent_id, key, latest_revision_id, candidate_revision_id,
-                                        {shown}, candidate_revision, candidate_digest, candidate_state,
-                                        candidate_imported_at, candidate_bytes)
-         SELECT gen_random_uuid(), workspace_id, id, 'k', r, r, {values}, 'r', 'sha256:' || repeat('0', 64),
-                'pending', now(), 1
-         FROM agents, (SELECT gen_random_uuid() AS r) n WHERE id = $1"
-    );
-    for (statement, allowed) in [(without, false), (with, true)] {
+    let digest = "'sha256:' || repeat('0', 64)";
+    let candidate = |state: &str, error_code: &str| {
+        format!(
+            "candidate_revision_id = r, candidate_revision = 'r', candidate_digest = {digest},
+             candidate_state = {state}, candidate_imported_at = now(), candidate_bytes = 1,
+             candidate_error_code = {error_code}"
+        )
+    };
+    let cases = [
+        ("nothing", None, Some("knowledge_sources_latest_check")),
+        ("a pending candidate", Some(candidate("'pending'", "NULL")), None),
+        ("a failed candidate", Some(candidate("'failed'", "'internal'")), None),
+        (
+            "a candidate without its state",
+            Some(candidate("NULL", "NULL")),
+            Some("knowledge_sources_candidate_shown_check"),
+        ),
+        ("an active candidate", Some(candidate("'active'", "NULL")), Some("knowledge_sources_candidate_shown_check")),
+        (
+            "a failure without a code",
+            Some(candidate("'failed'", "NULL")),
+            Some("knowledge_sources_candidate_shown_check"),
+        ),
+        (
+            "a pending candidate with a code",
+            Some(candidate("'pending'", "'internal'")),
+            Some("knowledge_sources_candidate_shown_check"),
+        ),
+        (
+            "an active revision not shown",
+            Some("active_revision_id = r".to_owned()),
+            Some("knowledge_sources_active_shown_check"),
+        ),
+        (
+            "an active revision shown",
+            Some(format!(
+                "active_revision_id = r, active_revision = 'r', active_digest = {digest}, active_imported_at = now(),
+                 active_bytes = 1"
+            )),
+            None,
+        ),
+    ];
+    for (case, set, refused_by) in cases {
+        // A deleted row (exempt from the CHECKs) with its latest revision,
+        // made live with `set`.
         let mut tx = s.app.pool.begin().await.unwrap();
-        let result = sqlx::query(sqlx::AssertSqlSafe(statement)).bind(agent).execute(&mut *tx).await;
-        match result {
-            Ok(_) => assert!(allowed, "a live source without candidate or active revision was stored"),
-            Err(error) => {
-                assert!(!allowed, "{error}");
-                assert_eq!(error.as_database_error().and_then(|e| e.code()).as_deref(), Some("23514"), "{error}");
+        let insert = format!(
+            "INSERT INTO knowledge_sources (id, workspace_id, agent_id, key, latest_revision_id, revision, digest, title,
+                                            provenance_kind, provenance_uri, required, imported_at, deleted_at)
+             SELECT '00000000-0000-0000-0000-000000000001', workspace_id, id, 'k', '00000000-0000-0000-0000-000000000002',
+                    'r', {digest}, 't', 'manual', 'u', true, now(), now()
+             FROM agents WHERE id = $1"
+        );
+        sqlx::query(sqlx::AssertSqlSafe(insert)).bind(agent).execute(&mut *tx).await.unwrap();
+        let revision = format!(
+            "INSERT INTO knowledge_revisions (id, source_id, workspace_id, agent_id, revision, digest, title,
+                                              provenance_kind, provenance_uri, required, content_bytes)
+             SELECT '00000000-0000-0000-0000-000000000002', '00000000-0000-0000-0000-000000000001', workspace_id, id,
+                    'r', {digest}, 't', 'manual', 'u', true, 1
+             FROM agents WHERE id = $1"
+        );
+        sqlx::query(sqlx::AssertSqlSafe(revision)).bind(agent).execute(&mut *tx).await.unwrap();
+        let update = format!(
+            "UPDATE knowledge_sources SET deleted_at = NULL {}
+             FROM (SELECT '00000000-0000-0000-0000-000000000002'::uuid AS r) n",
+            set.map(|set| format!(", {set}")).unwrap_or_default()
+        );
+        let result = sqlx::query(sqlx::AssertSqlSafe(update)).execute(&mut *tx).await;
+        match (result, refused_by) {
+            (Ok(_), None) => {}
+            (Ok(_), Some(check)) => panic!("{case}: stored, though {check} should refuse it"),
+            (Err(error), expected) => {
+                let refused = error.as_database_error().and_then(|e| e.constraint().map(str::to_owned));
+                assert_eq!(refused.as_deref(), expected, "{case}: {error}");
             }
         }
         tx.rollback().await.unwrap();

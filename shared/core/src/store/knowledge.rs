@@ -288,7 +288,7 @@ pub async fn id_by_key(conn: &mut PgConnection, agent: AgentId, key: &str) -> sq
 /// Makes `revision` the source's latest and its candidate, and shows its fields.
 #[tracing::instrument(level = "debug", skip(conn))]
 pub async fn set_candidate(conn: &mut PgConnection, source: SourceId, revision: RevisionId) -> sqlx::Result<()> {
-    sqlx::query!(
+    let set = sqlx::query!(
         r#"
         UPDATE knowledge_sources
         SET latest_revision_id = r.id, candidate_revision_id = r.id,
@@ -305,6 +305,10 @@ pub async fn set_candidate(conn: &mut PgConnection, source: SourceId, revision: 
     )
     .execute(conn)
     .await?;
+    // Both rows were written by this transaction: a miss is a bug, not a race.
+    if set.rows_affected() != 1 {
+        return Err(sqlx::Error::RowNotFound);
+    }
     Ok(())
 }
 
