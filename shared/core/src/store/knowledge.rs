@@ -210,6 +210,7 @@ pub struct NewRevision<'a> {
 }
 
 impl NewRevision<'_> {
+    /// The size the revision and its source record (in UTF-8, as limits count it).
     fn content_bytes(&self) -> i32 {
         i32::try_from(self.content.len()).unwrap_or(i32::MAX)
     }
@@ -221,7 +222,7 @@ pub async fn insert_revision(conn: &mut PgConnection, new: &NewRevision<'_>) -> 
         r#"
         INSERT INTO knowledge_revisions (id, source_id, workspace_id, agent_id, revision, digest, title,
                                          provenance_kind, provenance_uri, required, content, content_bytes)
-        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, octet_length($11))
+        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
         "#,
         new.id as RevisionId,
         new.source_id as SourceId,
@@ -234,6 +235,7 @@ pub async fn insert_revision(conn: &mut PgConnection, new: &NewRevision<'_>) -> 
         new.provenance_uri,
         new.required,
         new.content,
+        new.content_bytes(),
     )
     .execute(conn)
     .await?;
