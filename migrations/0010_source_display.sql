@@ -9,6 +9,7 @@
 -- once it is stored, so only becoming latest, candidate or active copies them,
 -- and only a candidate's state and error code change afterwards (processing,
 -- failed). The active revision's state is always `active` while it is active.
+
 -- The backfill below may queue deferred foreign-key checks of the rows it
 -- updates; checked at once instead, they leave the table free to alter.
 SET CONSTRAINTS ALL IMMEDIATE;
