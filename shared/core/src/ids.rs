@@ -9,15 +9,43 @@ use uuid::Uuid;
 const ALPHABET: &[u8; 32] = b"0123456789abcdefghjkmnpqrstvwxyz";
 const ENCODED_LEN: usize = 26;
 
-fn encode(uuid: Uuid) -> String {
+/// The 26 digits of a UUID, written without allocating.
+struct Encoded([u8; ENCODED_LEN]);
+
+impl Encoded {
+    fn as_str(&self) -> &str {
+        // Always valid: the alphabet is ASCII.
+        std::str::from_utf8(&self.0).unwrap_or_default()
+    }
+}
+
+impl fmt::Display for Encoded {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+fn encode(uuid: Uuid) -> Encoded {
     let mut value = uuid.as_u128();
     let mut out = [0u8; ENCODED_LEN];
     for slot in out.iter_mut().rev() {
         *slot = ALPHABET[(value & 0x1f) as usize];
         value >>= 5;
     }
-    out.iter().map(|&b| b as char).collect()
+    Encoded(out)
 }
+
+/// Each byte's digit value in [`ALPHABET`], or `INVALID`.
+const DIGITS: [u8; 256] = {
+    let mut digits = [INVALID; 256];
+    let mut i = 0;
+    while i < ALPHABET.len() {
+        digits[ALPHABET[i] as usize] = i as u8;
+        i += 1;
+    }
+    digits
+};
+const INVALID: u8 = u8::MAX;
 
 fn decode(text: &str) -> Option<Uuid> {
     if text.len() != ENCODED_LEN {
@@ -25,7 +53,10 @@ fn decode(text: &str) -> Option<Uuid> {
     }
     let mut value: u128 = 0;
     for (i, byte) in text.bytes().enumerate() {
-        let digit = ALPHABET.iter().position(|&a| a == byte)? as u128;
+        let digit = match DIGITS[byte as usize] {
+            INVALID => return None,
+            digit => u128::from(digit),
+        };
         // 26 digits carry 130 bits; the first may only use the low 3.
         if i == 0 && digit > 7 {
             return None;
@@ -67,7 +98,7 @@ macro_rules! id_type {
         impl fmt::Display for $name {
             fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
                 f.write_str($prefix)?;
-                f.write_str(&encode(self.0))
+                f.write_str(encode(self.0).as_str())
             }
         }
 
@@ -140,7 +171,7 @@ mod tests {
             assert_eq!(AgentId::parse(&text), Some(id));
         }
         let max = Uuid::from_u128(u128::MAX);
-        assert_eq!(decode(&encode(max)), Some(max));
+        assert_eq!(decode(encode(max).as_str()), Some(max));
         for bad in [
             "",
             "agt_",
@@ -149,6 +180,18 @@ mod tests {
             "agt_0000000000000000000000000I",
         ] {
             assert_eq!(AgentId::parse(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn every_digit_decodes_to_its_place_and_nothing_else_does() {
+        let zeros = [b'0'; ENCODED_LEN];
+        for byte in 0..=u8::MAX {
+            let mut text = zeros;
+            text[ENCODED_LEN - 1] = byte;
+            let decoded = std::str::from_utf8(&text).ok().and_then(decode);
+            let place = ALPHABET.iter().position(|&a| a == byte);
+            assert_eq!(decoded, place.map(|p| Uuid::from_u128(p as u128)), "byte {byte}");
         }
     }
 
