@@ -26,6 +26,8 @@ mod workspace;
 
 use std::future::Future;
 
+use futures_util::FutureExt;
+use futures_util::future::BoxFuture;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -184,38 +186,41 @@ pub(crate) async fn dispatch(
     key: Option<String>,
 ) -> Result<Reply> {
     use OperationId::*;
-    match op.op {
-        IdentityStatus => read::<identity::Status>(ctx, session, op, input).await,
-        WorkspaceList => read::<workspace::List>(ctx, session, op, input).await,
-        WorkspaceInspect => read::<workspace::Inspect>(ctx, session, op, input).await,
-        WorkspaceCreate => write::<workspace::Create>(ctx, session, op, input, key).await,
-        WorkspaceRename => write::<workspace::Rename>(ctx, session, op, input, key).await,
-        WorkspaceEntitlementsInspect => read::<workspace::EntitlementsInspect>(ctx, session, op, input).await,
-        AgentList => read::<agent::List>(ctx, session, op, input).await,
-        AgentInspect => read::<agent::Inspect>(ctx, session, op, input).await,
-        AgentCreate => write::<agent::Create>(ctx, session, op, input, key).await,
-        AgentConfigure => write::<agent::Configure>(ctx, session, op, input, key).await,
-        AgentDelete => write::<agent::Delete>(ctx, session, op, input, key).await,
-        ApiKeyList => read::<api_key::List>(ctx, session, op, input).await,
-        ApiKeyCreate => write::<api_key::Create>(ctx, session, op, input, key).await,
-        ApiKeyRotate => write::<api_key::Rotate>(ctx, session, op, input, key).await,
-        ApiKeyRevoke => write::<api_key::Revoke>(ctx, session, op, input, key).await,
-        KnowledgeSourceList => read::<knowledge::List>(ctx, session, op, input).await,
-        KnowledgeSourceInspect => read::<knowledge::Inspect>(ctx, session, op, input).await,
-        KnowledgeSourceAdd => write::<knowledge::Add>(ctx, session, op, input, key).await,
-        KnowledgeSourceWait => read::<knowledge::Wait>(ctx, session, op, input).await,
-        KnowledgeSourceReplace => write::<knowledge::Replace>(ctx, session, op, input, key).await,
-        KnowledgeSourceDelete => write::<knowledge::Delete>(ctx, session, op, input, key).await,
-        KnowledgeSourceReconcile => write::<reconcile::Reconcile>(ctx, session, op, input, key).await,
-        PublicChatInspect => read::<public_chat::Inspect>(ctx, session, op, input).await,
-        PublicChatEnable => write::<public_chat::Enable>(ctx, session, op, input, key).await,
-        PublicChatDisable => write::<public_chat::Disable>(ctx, session, op, input, key).await,
-        PublicChatUrl => read::<public_chat::Url>(ctx, session, op, input).await,
-        WidgetInspect => read::<widget::Inspect>(ctx, session, op, input).await,
-        WidgetConfigure => write::<widget::Configure>(ctx, session, op, input, key).await,
-        WidgetManifest => read::<widget::Manifest>(ctx, session, op, input).await,
-        WidgetVerify => detached(session, op, widget::verify(ctx, parse(input)?)).await,
-    }
+    // Each runs in its own allocation, sized for it: one future sized for the
+    // largest operation, moved down the call path, would be copied on every call.
+    let call: BoxFuture<'_, Result<Reply>> = match op.op {
+        IdentityStatus => read::<identity::Status>(ctx, session, op, input).boxed(),
+        WorkspaceList => read::<workspace::List>(ctx, session, op, input).boxed(),
+        WorkspaceInspect => read::<workspace::Inspect>(ctx, session, op, input).boxed(),
+        WorkspaceCreate => write::<workspace::Create>(ctx, session, op, input, key).boxed(),
+        WorkspaceRename => write::<workspace::Rename>(ctx, session, op, input, key).boxed(),
+        WorkspaceEntitlementsInspect => read::<workspace::EntitlementsInspect>(ctx, session, op, input).boxed(),
+        AgentList => read::<agent::List>(ctx, session, op, input).boxed(),
+        AgentInspect => read::<agent::Inspect>(ctx, session, op, input).boxed(),
+        AgentCreate => write::<agent::Create>(ctx, session, op, input, key).boxed(),
+        AgentConfigure => write::<agent::Configure>(ctx, session, op, input, key).boxed(),
+        AgentDelete => write::<agent::Delete>(ctx, session, op, input, key).boxed(),
+        ApiKeyList => read::<api_key::List>(ctx, session, op, input).boxed(),
+        ApiKeyCreate => write::<api_key::Create>(ctx, session, op, input, key).boxed(),
+        ApiKeyRotate => write::<api_key::Rotate>(ctx, session, op, input, key).boxed(),
+        ApiKeyRevoke => write::<api_key::Revoke>(ctx, session, op, input, key).boxed(),
+        KnowledgeSourceList => read::<knowledge::List>(ctx, session, op, input).boxed(),
+        KnowledgeSourceInspect => read::<knowledge::Inspect>(ctx, session, op, input).boxed(),
+        KnowledgeSourceAdd => write::<knowledge::Add>(ctx, session, op, input, key).boxed(),
+        KnowledgeSourceWait => read::<knowledge::Wait>(ctx, session, op, input).boxed(),
+        KnowledgeSourceReplace => write::<knowledge::Replace>(ctx, session, op, input, key).boxed(),
+        KnowledgeSourceDelete => write::<knowledge::Delete>(ctx, session, op, input, key).boxed(),
+        KnowledgeSourceReconcile => write::<reconcile::Reconcile>(ctx, session, op, input, key).boxed(),
+        PublicChatInspect => read::<public_chat::Inspect>(ctx, session, op, input).boxed(),
+        PublicChatEnable => write::<public_chat::Enable>(ctx, session, op, input, key).boxed(),
+        PublicChatDisable => write::<public_chat::Disable>(ctx, session, op, input, key).boxed(),
+        PublicChatUrl => read::<public_chat::Url>(ctx, session, op, input).boxed(),
+        WidgetInspect => read::<widget::Inspect>(ctx, session, op, input).boxed(),
+        WidgetConfigure => write::<widget::Configure>(ctx, session, op, input, key).boxed(),
+        WidgetManifest => read::<widget::Manifest>(ctx, session, op, input).boxed(),
+        WidgetVerify => detached(session, op, widget::verify(ctx, parse(input)?)).boxed(),
+    };
+    call.await
 }
 
 fn parse<T: DeserializeOwned>(input: Value) -> Result<T> {
