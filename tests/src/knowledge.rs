@@ -29,8 +29,10 @@ const FROM_REVISIONS: &str = "
 /// store keeps copies of their fields on the source's row), and returns how
 /// many sources it compared.
 pub async fn assert_sources_show_their_revisions(pool: &PgPool) -> usize {
-    let shown: Value = sqlx::query_scalar(SHOWN).fetch_one(pool).await.expect("the source view");
-    let from_revisions: Value = sqlx::query_scalar(FROM_REVISIONS).fetch_one(pool).await.expect("the revisions");
+    // Both sides in one statement: one snapshot, even while workers run.
+    let both = format!("SELECT ({SHOWN}), ({FROM_REVISIONS})");
+    let (shown, from_revisions): (Value, Value) =
+        sqlx::query_as(sqlx::AssertSqlSafe(both)).fetch_one(pool).await.expect("the sources and their revisions");
     assert_eq!(shown, from_revisions, "a source shows something other than its revisions hold");
     shown.as_array().map_or(0, Vec::len)
 }

@@ -293,6 +293,55 @@ async fn two_replicas_share_the_work(pool: PgPool) {
     flush_namespace(REDIS, &ns).await;
 }
 
+/// Replaces race two worker replicas (some failing, each superseding the last):
+/// every snapshot taken meanwhile shows each source exactly as its revisions
+/// hold, and each source ends active with its last revision, indexed once.
+#[sqlx::test(migrations = false)]
+async fn replaces_racing_two_replicas_keep_sources_showing_their_revisions(pool: PgPool) {
+    let database = database_url(&pool);
+    migrate(&database).await;
+    let ns = namespace();
+    let api = Api::start(&database, &[("SVC_QUEUE_NAMESPACE", &ns), ("REDIS_URL", REDIS)]).await;
+    let tenant = tenant(&api, &database).await;
+    let mut a = Worker::start(&database, REDIS, &ns, &[]).await;
+    let mut b = Worker::start(&database, REDIS, &ns, &[]).await;
+    let sources: Vec<String> = add_all(&tenant, &api, 10).await;
+    let mut compared = 0;
+    for round in 2..=5 {
+        for (i, source) in sources.iter().enumerate() {
+            // Whitespace fails processing (`empty_content`); the last round is valid.
+            let text = if round < 5 && (i + round) % 3 == 0 { " \n\n ".to_owned() } else { content(100 * round + i) };
+            let input = json!({
+                "agentId": tenant.agent, "sourceId": source, "title": format!("Doc {i}"),
+                "provenance": { "kind": "repository", "uri": format!("docs/{i}.md") }, "revision": format!("v{round}"),
+                "digest": svc_contract::digest::sha256_prefixed(text.as_bytes()), "content": text,
+            });
+            let (status, body) =
+                api.op("knowledge-sources/replace", &tenant.token, Some(&tenant.workspace), &input).await;
+            assert_eq!(status, 200, "{body}");
+        }
+        compared += svc_tests::knowledge::assert_sources_show_their_revisions(&pool).await;
+    }
+    assert_eq!(compared, 4 * sources.len());
+    let states = tenant.wait_all(&api, &sources, Duration::from_secs(60)).await;
+    assert!(states.iter().all(|s| s == "active"), "{states:?}");
+    let pool = &pool;
+    let count = |sql: &'static str| async move { sqlx::query_scalar::<_, i64>(sql).fetch_one(pool).await.unwrap() };
+    assert_eq!(count("SELECT count(*) FROM knowledge_revisions WHERE state = 'active'").await, 10);
+    assert_eq!(
+        count("SELECT count(*) FROM knowledge_sources WHERE revision = 'v5' AND active_revision = 'v5'").await,
+        10
+    );
+    assert_eq!(
+        count("SELECT count(DISTINCT revision_id) FROM knowledge_passages").await,
+        10,
+        "only the active revisions"
+    );
+    assert_eq!(svc_tests::knowledge::assert_sources_show_their_revisions(pool).await, 10);
+    assert!(a.process.terminate().await.success() && b.process.terminate().await.success());
+    flush_namespace(REDIS, &ns).await;
+}
+
 #[sqlx::test(migrations = false)]
 async fn a_worker_without_its_dependencies_is_not_ready_and_says_so(pool: PgPool) {
     let database = database_url(&pool);
