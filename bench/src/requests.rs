@@ -69,6 +69,25 @@ struct Scenario {
     beside: Option<(Box<Scenario>, usize)>,
 }
 
+impl Scenario {
+    /// A call of the operation at `path` with `authorization`, naming
+    /// `workspace` (`Svc-Workspace`) when given.
+    fn operation(name: &'static str, path: &str, authorization: &str, workspace: Option<&str>, body: Value) -> Self {
+        let mut headers = vec![("authorization", authorization.to_owned())];
+        headers.extend(workspace.map(|ws| ("svc-workspace", ws.to_owned())));
+        headers.push(("content-type", "application/json".into()));
+        Scenario {
+            name,
+            writes: path.ends_with("create"),
+            method: Method::POST,
+            path: format!("/api/public/operations/{path}"),
+            headers,
+            body,
+            beside: None,
+        }
+    }
+}
+
 struct Measured {
     name: &'static str,
     requests: usize,
@@ -142,29 +161,9 @@ async fn bench(options: &Options, url: &str) -> anyhow::Result<()> {
     .await?;
     let source_id = source["data"]["knowledgeSource"]["id"].as_str().context("a source")?.to_owned();
 
-    let operation = |name, path: &str, ws: &str, body: Value| Scenario {
-        name,
-        writes: path.ends_with("create"),
-        method: Method::POST,
-        path: format!("/api/public/operations/{path}"),
-        headers: vec![
-            ("authorization", auth.clone()),
-            ("svc-workspace", ws.to_owned()),
-            ("content-type", "application/json".into()),
-        ],
-        body,
-        beside: None,
-    };
+    let operation = |name, path, ws: &str, body| Scenario::operation(name, path, &auth, Some(ws), body);
     // The same call with the API key (which selects its own Workspace).
-    let by_key = |name, path: &str, body: Value| Scenario {
-        name,
-        writes: false,
-        method: Method::POST,
-        path: format!("/api/public/operations/{path}"),
-        headers: vec![("authorization", key_auth.clone()), ("content-type", "application/json".into())],
-        body,
-        beside: None,
-    };
+    let by_key = |name, path, body| Scenario::operation(name, path, &key_auth, None, body);
     let flood = operation("agent.create", "agents/create", &create_ws, json!({ "name": "Flood {n}" }));
     let scenarios = [
         Scenario {
