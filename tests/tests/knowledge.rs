@@ -50,13 +50,26 @@ impl Tenant {
     }
 
     async fn try_add(&self, api: &Api, i: usize) -> (u16, Value) {
-        let text = content(i);
-        let input = json!({
-            "agentId": self.agent, "key": format!("doc-{i}"), "title": format!("Doc {i}"),
-            "provenance": { "kind": "repository", "uri": format!("docs/{i}.md") }, "revision": "v1",
-            "digest": svc_contract::digest::sha256_prefixed(text.as_bytes()), "content": text,
-        });
+        let mut input = self.submission(i, "v1", content(i));
+        input["key"] = json!(format!("doc-{i}"));
         api.op("knowledge-sources/add", &self.token, Some(&self.workspace), &input).await
+    }
+
+    /// Replaces source `i` (`id`) with `text` as `revision` (the answer's status must be 200).
+    async fn replace(&self, api: &Api, i: usize, id: &str, revision: &str, text: String) {
+        let mut input = self.submission(i, revision, text);
+        input["sourceId"] = json!(id);
+        let (status, body) = api.op("knowledge-sources/replace", &self.token, Some(&self.workspace), &input).await;
+        assert_eq!(status, 200, "{body}");
+    }
+
+    /// What add and replace submit for source `i`.
+    fn submission(&self, i: usize, revision: &str, text: String) -> Value {
+        json!({
+            "agentId": self.agent, "title": format!("Doc {i}"),
+            "provenance": { "kind": "repository", "uri": format!("docs/{i}.md") }, "revision": revision,
+            "digest": svc_contract::digest::sha256_prefixed(text.as_bytes()), "content": text,
+        })
     }
 
     /// Polls `wait` (as its `retryAfterMs` says) until every source is terminal,
@@ -82,10 +95,14 @@ impl Tenant {
     }
 }
 
+async fn count(pool: &PgPool, sql: &'static str) -> i64 {
+    sqlx::query_scalar(sql).fetch_one(pool).await.unwrap()
+}
+
 /// Every source active exactly once: one active revision each, and an index
 /// whose passages and term counts belong to exactly those revisions.
 async fn assert_promoted_once(pool: &PgPool, sources: usize) {
-    let count = |sql: &'static str| async move { sqlx::query_scalar::<_, i64>(sql).fetch_one(pool).await.unwrap() };
+    let count = |sql| count(pool, sql);
     assert_eq!(count("SELECT count(*) FROM knowledge_revisions WHERE state = 'active'").await, sources as i64);
     assert_eq!(count("SELECT count(*) FROM knowledge_revisions WHERE state <> 'active'").await, 0);
     assert_eq!(
@@ -311,14 +328,7 @@ async fn replaces_racing_two_replicas_keep_sources_showing_their_revisions(pool:
         for (i, source) in sources.iter().enumerate() {
             // Whitespace fails processing (`empty_content`); the last round is valid.
             let text = if round < 5 && (i + round) % 3 == 0 { " \n\n ".to_owned() } else { content(100 * round + i) };
-            let input = json!({
-                "agentId": tenant.agent, "sourceId": source, "title": format!("Doc {i}"),
-                "provenance": { "kind": "repository", "uri": format!("docs/{i}.md") }, "revision": format!("v{round}"),
-                "digest": svc_contract::digest::sha256_prefixed(text.as_bytes()), "content": text,
-            });
-            let (status, body) =
-                api.op("knowledge-sources/replace", &tenant.token, Some(&tenant.workspace), &input).await;
-            assert_eq!(status, 200, "{body}");
+            tenant.replace(&api, i, source, &format!("v{round}"), text).await;
         }
         compared += svc_tests::knowledge::assert_sources_show_their_revisions(&pool).await;
     }
@@ -326,7 +336,7 @@ async fn replaces_racing_two_replicas_keep_sources_showing_their_revisions(pool:
     let states = tenant.wait_all(&api, &sources, Duration::from_secs(60)).await;
     assert!(states.iter().all(|s| s == "active"), "{states:?}");
     let pool = &pool;
-    let count = |sql: &'static str| async move { sqlx::query_scalar::<_, i64>(sql).fetch_one(pool).await.unwrap() };
+    let count = |sql| count(pool, sql);
     assert_eq!(count("SELECT count(*) FROM knowledge_revisions WHERE state = 'active'").await, 10);
     assert_eq!(
         count("SELECT count(*) FROM knowledge_sources WHERE revision = 'v5' AND active_revision = 'v5'").await,
@@ -430,7 +440,7 @@ async fn a_reconcile_run_survives_a_killed_worker(pool: PgPool) {
     assert!(seen.len() > 2, "replays saw the run progress: {seen:?}");
     assert_eq!(done["data"]["checkpoint"], 100);
     let pool = &pool;
-    let count = |sql: &'static str| async move { sqlx::query_scalar::<_, i64>(sql).fetch_one(pool).await.unwrap() };
+    let count = |sql| count(pool, sql);
     assert_eq!(count("SELECT count(*) FROM knowledge_sources").await, 100);
     assert_eq!(count("SELECT count(*) FROM knowledge_revisions").await, 100, "each entry applied once");
     assert_eq!(count("SELECT count(*) FROM reconcile_entries WHERE applied_action = 'add'").await, 100);
