@@ -87,8 +87,16 @@ fn allowed_hosts(config: &ServeConfig) -> Vec<String> {
     hosts
 }
 
-/// Every route of the API.
+/// Every route of the API, and the task that keeps knowledge_source.wait's
+/// answers in step with PostgreSQL (until `shutdown`).
 pub fn router(state: AppState, config: &ServeConfig, shutdown: CancellationToken) -> Router {
+    let (service, stop) = (state.service.clone(), shutdown.clone());
+    tokio::spawn(async move {
+        tokio::select! {
+            () = stop.cancelled() => {}
+            () = service.follow_sources() => {}
+        }
+    });
     let mcp = Router::new()
         .nest_service("/api/mcp", mcp::service(state.clone(), allowed_hosts(config), shutdown))
         .layer(middleware::from_fn_with_state(state.clone(), mcp::gate));

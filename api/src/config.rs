@@ -28,6 +28,8 @@ pub const DEFAULT_LARGE_BODY_WAIT_SECS: u64 = 10;
 pub const DEFAULT_WORKSPACE_TURN_WAIT_SECS: u64 = 10;
 pub const DEFAULT_LLM_TIMEOUT_SECS: u64 = 20;
 pub const DEFAULT_PUBLIC_ANSWERS_PER_MINUTE: u32 = 30;
+pub const DEFAULT_WAIT_CACHE_ENTRIES: usize = 10_000;
+pub const DEFAULT_WAIT_CACHE_MAX_AGE_MS: u64 = 1_000;
 pub const DEFAULT_DEV_ENV_FILE: &str = ".svc-dev.env";
 /// The client id the development identity provider knows when `SVC_OIDC_CLIENT_ID` is unset.
 pub const DEFAULT_DEV_CLIENT_ID: &str = "svc-cli";
@@ -108,6 +110,15 @@ pub struct ServeConfig {
     /// waits for its Workspace's turn before 503 with `Retry-After`.
     #[arg(long, env = "SVC_WORKSPACE_TURN_WAIT_SECS", default_value_t = DEFAULT_WORKSPACE_TURN_WAIT_SECS)]
     pub workspace_turn_wait_secs: u64,
+    /// Sources still being processed whose `knowledge_source.wait` answer this
+    /// process keeps until PostgreSQL says they changed (0: every wait reads
+    /// PostgreSQL).
+    #[arg(long, env = "SVC_WAIT_CACHE_ENTRIES", default_value_t = DEFAULT_WAIT_CACHE_ENTRIES)]
+    pub wait_cache_entries: usize,
+    /// Milliseconds a kept answer is used at most: how late `wait` can be
+    /// should PostgreSQL's notifications stop without the connection failing.
+    #[arg(long, env = "SVC_WAIT_CACHE_MAX_AGE_MS", default_value_t = DEFAULT_WAIT_CACHE_MAX_AGE_MS)]
+    pub wait_cache_max_age_ms: u64,
     /// Base URL of an OpenAI-compatible API (up to where `chat/completions`
     /// lives, e.g. `https://api.openai.com/v1`). Unset: extractive answers.
     #[arg(long, env = "SVC_LLM_BASE_URL")]
@@ -204,6 +215,8 @@ impl ServeConfig {
     pub fn core_with(&self, oidc: Option<OidcConfig>) -> CoreConfig {
         let mut core = CoreConfig::new(self.public_base_url(), oidc);
         core.gate_wait = Duration::from_secs(self.workspace_turn_wait_secs);
+        core.wait_cache_entries = self.wait_cache_entries;
+        core.wait_cache_max_age = Duration::from_millis(self.wait_cache_max_age_ms);
         core
     }
 
@@ -289,6 +302,8 @@ impl Default for ServeConfig {
             large_body_budget_mib: DEFAULT_LARGE_BODY_BUDGET_MIB,
             large_body_wait_secs: DEFAULT_LARGE_BODY_WAIT_SECS,
             workspace_turn_wait_secs: DEFAULT_WORKSPACE_TURN_WAIT_SECS,
+            wait_cache_entries: DEFAULT_WAIT_CACHE_ENTRIES,
+            wait_cache_max_age_ms: DEFAULT_WAIT_CACHE_MAX_AGE_MS,
             llm_base_url: None,
             llm_model: None,
             llm_api_key: None,

@@ -46,7 +46,27 @@ async fn ping_redis(client: &redis::Client) -> redis::RedisResult<()> {
 pub async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
     let mut text = state.metrics.render(state.service.pool());
     text.push_str(&queue_figures(&state).await);
+    text.push_str(&wait_cache_figures(&state));
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text)
+}
+
+/// How often `knowledge_source.wait` was answered without reading PostgreSQL.
+fn wait_cache_figures(state: &AppState) -> String {
+    let figures = state.service.wait_cache_figures();
+    let mut out = String::new();
+    out.push_str(
+        "# HELP svc_wait_cache_lookups_total knowledge_source.wait answers looked up in this process's cache.\n",
+    );
+    out.push_str("# TYPE svc_wait_cache_lookups_total counter\n");
+    out.push_str(&format!("svc_wait_cache_lookups_total{{result=\"hit\"}} {}\n", figures.hits));
+    out.push_str(&format!("svc_wait_cache_lookups_total{{result=\"miss\"}} {}\n", figures.misses));
+    out.push_str("# HELP svc_wait_cache_entries Answers kept; 0 while not hearing source changes from PostgreSQL.\n");
+    out.push_str("# TYPE svc_wait_cache_entries gauge\n");
+    out.push_str(&format!("svc_wait_cache_entries {}\n", figures.entries));
+    out.push_str("# HELP svc_wait_cache_listening 1 while this process hears source changes from PostgreSQL.\n");
+    out.push_str("# TYPE svc_wait_cache_listening gauge\n");
+    out.push_str(&format!("svc_wait_cache_listening {}\n", u8::from(figures.live)));
+    out
 }
 
 /// The knowledge backlog from PostgreSQL (what is left to do, whatever Redis

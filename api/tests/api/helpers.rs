@@ -31,6 +31,9 @@ pub fn config() -> ServeConfig {
         oidc_client_id: Some("svc-cli".to_owned()),
         oidc_scopes: vec!["openid".to_owned()],
         shutdown_grace_secs: 1,
+        // Every wait reads PostgreSQL, so a test sees at once what it changed
+        // out of band; the cache of wait's answers has tests of its own.
+        wait_cache_entries: 0,
         // Each test's jobs under keys of its own.
         queue_namespace: format!("svctest_{}", uuid::Uuid::now_v7().simple()),
         ..ServeConfig::default()
@@ -105,6 +108,15 @@ impl TestApp {
         let (parts, body) = response.into_parts();
         let body = body.collect().await.expect("a readable body").to_bytes();
         TestResponse { status: parts.status.as_u16(), headers: parts.headers, body }
+    }
+
+    /// A figure of `/metrics` (the first series named `series`, labels
+    /// included); 0 when absent.
+    pub async fn metric(&self, series: &str) -> f64 {
+        let request = Request::builder().uri("/metrics").body(Body::empty()).expect("a request");
+        let text = self.send(request).await.text();
+        let line = text.lines().find(|line| line.split(' ').next() == Some(series));
+        line.and_then(|line| line.rsplit(' ').next()).map_or(0.0, |value| value.parse().expect("a number"))
     }
 
     /// POSTs raw bytes to an operation path.
@@ -264,7 +276,11 @@ pub struct Tenant {
 
 impl Tenant {
     pub async fn new(pool: PgPool) -> Self {
-        let app = TestApp::new(pool).await;
+        Self::with_config(pool, config()).await
+    }
+
+    pub async fn with_config(pool: PgPool, config: ServeConfig) -> Self {
+        let app = TestApp::with_config(pool, config).await;
         let (owner, ws) = app.owner("alice").await;
         let agent = app.agent(&owner, &ws, "Helper").await;
         Self { app, owner, ws, agent }

@@ -747,3 +747,124 @@ async fn lookups_use_indexes_at_ten_thousand_sources(pool: PgPool) {
         assert!(!plan.contains("Seq Scan"), "{explain}:\n{plan}");
     }
 }
+
+/// A Tenant whose API keeps wait's answers for an hour unless PostgreSQL says
+/// their source changed, so only a notification makes a change show; it
+/// returns once the API hears those notifications.
+async fn caching(pool: PgPool) -> Tenant {
+    let mut config = crate::helpers::config();
+    config.wait_cache_entries = 100;
+    config.wait_cache_max_age_ms = 3_600_000;
+    let s = Tenant::with_config(pool, config).await;
+    s.until("the API listens for source changes", || async { s.app.metric("svc_wait_cache_listening").await == 1.0 })
+        .await;
+    s
+}
+
+impl Tenant {
+    async fn wait(&self, source: &str) -> Value {
+        self.ok("knowledge-sources/wait", json!({ "agentId": self.agent, "sourceId": source })).await
+    }
+
+    async fn hits(&self) -> f64 {
+        self.app.metric(r#"svc_wait_cache_lookups_total{result="hit"}"#).await
+    }
+
+    /// Polls `done` until it holds (a change reaches the API asynchronously).
+    async fn until<F: Future<Output = bool>>(&self, what: &str, done: impl Fn() -> F) {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+        while !done().await {
+            assert!(tokio::time::Instant::now() < deadline, "never: {what}");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    /// The backend the API listens for source changes on.
+    async fn listener_pid(&self) -> Option<i32> {
+        sqlx::query_scalar(
+            "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND query LIKE 'LISTEN %'",
+        )
+        .fetch_optional(&self.app.pool)
+        .await
+        .unwrap()
+    }
+}
+
+#[sqlx::test(migrations = "../migrations")]
+async fn wait_answers_from_its_cache_until_the_source_changes(pool: PgPool) {
+    let s = caching(pool).await;
+    let added = s.add("faq", "The office opens at nine.").await;
+    let id = added["id"].as_str().unwrap().to_owned();
+    let first = s.wait(&id).await;
+    assert_eq!(first["terminal"], false);
+    let hits = s.hits().await;
+    assert_eq!(s.wait(&id).await, first, "the kept answer is the one PostgreSQL gave");
+    assert_eq!(s.hits().await, hits + 1.0, "answered without reading PostgreSQL");
+
+    // The worker's commit is heard: the next answers are read again.
+    assert_eq!(s.process(pending_of(&added)).await, Outcome::Promoted);
+    s.until("wait shows the promotion", || async { s.wait(&id).await["terminal"] == true }).await;
+    let done = s.wait(&id).await;
+    assert_eq!(done["knowledgeSource"], s.inspect(&id).await);
+    assert_eq!(done["retryAfterMs"], Value::Null);
+
+    // A terminal answer is never kept: a replace shows on the very next call.
+    let hits = s.hits().await;
+    s.ok("knowledge-sources/replace", replace_input(&s.agent, &id, "r2", "The office opens at ten.")).await;
+    let replacing = s.wait(&id).await;
+    assert_eq!(
+        (replacing["terminal"].clone(), replacing["knowledgeSource"]["state"].clone()),
+        (json!(false), json!("replacing"))
+    );
+    assert_eq!(replacing["knowledgeSource"]["pendingRevision"]["revision"], "r2");
+    assert_eq!(s.hits().await, hits);
+}
+
+#[sqlx::test(migrations = "../migrations")]
+async fn a_kept_answer_is_never_another_tenants(pool: PgPool) {
+    let s = caching(pool).await;
+    let added = s.add("faq", "The office opens at nine.").await;
+    let id = added["id"].as_str().unwrap().to_owned();
+    s.wait(&id).await;
+    let hits = s.hits().await;
+    s.wait(&id).await;
+    assert_eq!(s.hits().await, hits + 1.0, "kept");
+
+    let (bob, bob_ws) = s.app.owner("bob").await;
+    let bob_agent = s.app.agent(&bob, &bob_ws, "Bob's").await;
+    for agent in [&s.agent, &bob_agent] {
+        let input = json!({ "agentId": agent, "sourceId": id });
+        let response = s.app.op("knowledge-sources/wait", &bob.token, Some(&bob_ws), input).await;
+        assert_problem(&response, 404, "resource_not_found");
+    }
+    // Nor another Agent's of the same Workspace.
+    let other = s.app.agent(&s.owner, &s.ws, "Other").await;
+    let response = s.call("knowledge-sources/wait", json!({ "agentId": other, "sourceId": id })).await;
+    assert_problem(&response, 404, "resource_not_found");
+}
+
+#[sqlx::test(migrations = "../migrations")]
+async fn a_lost_listener_forgets_what_it_kept(pool: PgPool) {
+    let s = caching(pool).await;
+    let added = s.add("faq", "The office opens at nine.").await;
+    let id = added["id"].as_str().unwrap().to_owned();
+    s.wait(&id).await;
+    // A change nobody is told of (as if its notification were lost).
+    sqlx::raw_sql(
+        "ALTER TABLE knowledge_sources DISABLE TRIGGER knowledge_source_changed;
+         UPDATE knowledge_sources SET title = 'Renamed';
+         ALTER TABLE knowledge_sources ENABLE TRIGGER knowledge_source_changed;",
+    )
+    .execute(&s.app.pool)
+    .await
+    .unwrap();
+    assert_eq!(s.wait(&id).await["knowledgeSource"]["title"], "Title of faq", "still the kept answer");
+
+    let old = s.listener_pid().await.expect("a listener");
+    sqlx::query("SELECT pg_terminate_backend($1)").bind(old).execute(&s.app.pool).await.unwrap();
+    s.until("the API listens again", || async {
+        s.listener_pid().await.is_some_and(|pid| pid != old) && s.app.metric("svc_wait_cache_listening").await == 1.0
+    })
+    .await;
+    assert_eq!(s.wait(&id).await["knowledgeSource"]["title"], "Renamed", "read again after the loss");
+}

@@ -32,6 +32,10 @@ pub struct CoreConfig {
     pub oidc: Option<OidcConfig>,
     /// Longest wait of a limit-consuming write for its Workspace's turn.
     pub gate_wait: Duration,
+    /// How many `knowledge_source.wait` answers the process keeps (0: none).
+    pub wait_cache_entries: usize,
+    /// The longest a kept answer is used (see `knowledge::waits`).
+    pub wait_cache_max_age: Duration,
 }
 
 impl CoreConfig {
@@ -40,6 +44,12 @@ impl CoreConfig {
         while public_base_url.ends_with('/') {
             public_base_url.pop();
         }
-        Self { public_base_url, oidc, gate_wait: Duration::from_secs(10) }
+        Self {
+            public_base_url,
+            oidc,
+            gate_wait: Duration::from_secs(10),
+            wait_cache_entries: 0,
+            wait_cache_max_age: Duration::from_secs(1),
+        }
     }
 }

@@ -19,6 +19,7 @@ use crate::error::Error;
 use crate::gates::Gates;
 use crate::jobs::{Job, Queue};
 use crate::knowledge::Backlog;
+use crate::knowledge::waits::{self, WaitCache, WaitCacheFigures};
 use crate::ops;
 use crate::store::callers::Selector;
 use crate::validate::Validators;
@@ -49,6 +50,7 @@ pub struct Service {
     queue: Option<Queue>,
     llm: Option<Llm>,
     backlog: Backlog,
+    pub(crate) waits: WaitCache,
     jwt: Option<JwtVerifier>,
     validators: Validators,
 }
@@ -59,6 +61,7 @@ impl Service {
     pub fn new(pool: PgPool, queue: Option<Queue>, config: CoreConfig) -> Result<Self, String> {
         let jwt = config.oidc.as_ref().map(JwtVerifier::new).transpose()?;
         let gates = Gates::new(config.gate_wait);
+        let waits = WaitCache::new(config.wait_cache_entries, config.wait_cache_max_age);
         Ok(Self {
             pool,
             config,
@@ -66,6 +69,7 @@ impl Service {
             queue,
             llm: None,
             backlog: Backlog::default(),
+            waits,
             jwt,
             validators: Validators::new()?,
         })
@@ -94,6 +98,20 @@ impl Service {
     /// Revisions still to be processed (read at most once a second).
     pub(crate) async fn backlog(&self, conn: &mut PgConnection) -> i64 {
         self.backlog.get(conn).await
+    }
+
+    /// Keeps the answers `knowledge_source.wait` reuses in step with
+    /// PostgreSQL (see [`waits`]); runs until dropped. Without it, every wait
+    /// reads PostgreSQL.
+    pub async fn follow_sources(&self) {
+        if self.config.wait_cache_entries == 0 {
+            return std::future::pending().await;
+        }
+        waits::follow(&self.pool, &self.waits).await
+    }
+
+    pub fn wait_cache_figures(&self) -> WaitCacheFigures {
+        self.waits.figures()
     }
 
     /// Hands committed work to the workers. A failure is logged, not answered:

@@ -16,9 +16,11 @@
 pub mod passages;
 mod process;
 mod sweep;
+pub mod waits;
 
 pub use process::{Outcome, Processing, process};
 pub use sweep::{Sweep, sweep};
+use waits::WaitCache;
 
 use sqlx::PgConnection;
 use svc_contract::knowledge::{KnowledgeSource, Provenance, Revision, SourceState};
@@ -343,6 +345,30 @@ pub fn waited(row: SourceRow) -> Result<Waited, Problem> {
             .with_detail("knowledgeSource", details));
     }
     Ok(Waited { source, terminal })
+}
+
+/// knowledge_source.wait's read: while the source is still being processed,
+/// the answer kept in `cache` (see [`waits`]); otherwise its row, kept if it
+/// is still not terminal. `None`: no such live source of the Agent's.
+pub async fn wait(
+    conn: &mut PgConnection,
+    cache: &WaitCache,
+    workspace: WorkspaceId,
+    agent: AgentId,
+    id: SourceId,
+) -> Result<Option<Waited>> {
+    if let Some(source) = cache.get(workspace, agent, id) {
+        return Ok(Some(Waited { source, terminal: false }));
+    }
+    let ticket = cache.ticket(id);
+    let Some(row) = store::knowledge::get(conn, workspace, agent, id).await? else { return Ok(None) };
+    let waited = waited(row)?;
+    if let Some(ticket) = ticket
+        && !waited.terminal
+    {
+        cache.keep(ticket, workspace, agent, id, &waited.source);
+    }
+    Ok(Some(waited))
 }
 
 /// When to ask again: from 100 ms with an empty queue up to 5 s as it grows.

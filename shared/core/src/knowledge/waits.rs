@@ -1,0 +1,348 @@
+//! What `knowledge_source.wait` last read of sources still being processed,
+//! kept per API process so that polling them does not read PostgreSQL again
+//! until the source changes.
+//!
+//! - Only answers that are not terminal are kept (a pending or processing
+//!   candidate): a terminal answer, success or failure, always comes from
+//!   PostgreSQL, so a kept answer can at worst say "not yet" a little late, and
+//!   the caller asks again as `retryAfterMs` says.
+//! - PostgreSQL tells every API process when such a source changes (a trigger
+//!   notifies `knowledge_source_changed` with its id, migration 0011); the
+//!   entry is dropped then. Until this process listens, nothing is kept, and a
+//!   lost listener drops everything.
+//! - An entry is used for a short time at most (`SVC_WAIT_CACHE_MAX_AGE_MS`,
+//!   one second by default), which bounds how late an answer can be should
+//!   notifications stop without the connection failing (a silent partition).
+//! - The price: a kept answer may lag a change by the time its notification
+//!   takes to arrive (well under a millisecond on one host), also right after
+//!   a write through this very process. It still says "not terminal", so a
+//!   caller polling as told sees the change on a later call.
+//! - A read that raced a notification is not kept: each shard counts the
+//!   notifications it has seen, and an entry is stored only if none arrived
+//!   between the start of its read and its storing.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use svc_contract::knowledge::KnowledgeSource;
+
+use crate::ids::{AgentId, SourceId, WorkspaceId};
+
+/// The channel migration 0011's trigger notifies, with the source id as payload.
+pub const CHANNEL: &str = "knowledge_source_changed";
+
+const SHARDS: usize = 16;
+
+pub struct WaitCache {
+    shards: Box<[Mutex<Shard>]>,
+    per_shard: usize,
+    max_age: Duration,
+    live: AtomicBool,
+    hits: AtomicU64,
+    misses: AtomicU64,
+}
+
+#[derive(Default)]
+struct Shard {
+    /// Notifications (and restarts) this shard has seen.
+    epoch: u64,
+    entries: HashMap<SourceId, Entry>,
+}
+
+struct Entry {
+    workspace: WorkspaceId,
+    agent: AgentId,
+    source: KnowledgeSource,
+    at: Instant,
+}
+
+/// Taken before a read whose result may be kept.
+#[derive(Debug)]
+pub struct Ticket {
+    shard: usize,
+    epoch: u64,
+}
+
+/// Hits and misses since start, for `/metrics`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WaitCacheFigures {
+    pub hits: u64,
+    pub misses: u64,
+    pub entries: usize,
+    pub live: bool,
+}
+
+impl WaitCache {
+    /// The longest an entry is used without news from PostgreSQL, by default.
+    pub const MAX_AGE: Duration = Duration::from_secs(1);
+
+    /// A cache of at most about `capacity` sources (0 keeps nothing), each
+    /// used for at most `max_age`.
+    pub fn new(capacity: usize, max_age: Duration) -> Self {
+        Self {
+            shards: (0..SHARDS).map(|_| Mutex::default()).collect(),
+            per_shard: capacity.div_ceil(SHARDS),
+            max_age,
+            live: AtomicBool::new(false),
+            hits: AtomicU64::new(0),
+            misses: AtomicU64::new(0),
+        }
+    }
+
+    fn shard(&self, id: SourceId) -> (usize, std::sync::MutexGuard<'_, Shard>) {
+        // Ids end in random bits (UUIDv7).
+        let index = (id.0.as_u128() % SHARDS as u128) as usize;
+        // A panic while holding a shard leaves plain data: use it.
+        (index, self.shards[index].lock().unwrap_or_else(|poisoned| poisoned.into_inner()))
+    }
+
+    fn enabled(&self) -> bool {
+        self.per_shard > 0 && self.live.load(Ordering::Acquire)
+    }
+
+    /// The kept answer for `id`, if it is the caller's (same Workspace and
+    /// Agent) and fresh. Another tenant's source is never answered from here.
+    pub fn get(&self, workspace: WorkspaceId, agent: AgentId, id: SourceId) -> Option<KnowledgeSource> {
+        if !self.enabled() {
+            return None;
+        }
+        let (_, shard) = self.shard(id);
+        let found = shard
+            .entries
+            .get(&id)
+            .filter(|e| e.workspace == workspace && e.agent == agent && e.at.elapsed() < self.max_age)
+            .map(|e| e.source.clone());
+        drop(shard);
+        let counter = if found.is_some() { &self.hits } else { &self.misses };
+        counter.fetch_add(1, Ordering::Relaxed);
+        found
+    }
+
+    /// Call before reading `id` from PostgreSQL; `None` when nothing may be kept.
+    pub fn ticket(&self, id: SourceId) -> Option<Ticket> {
+        if !self.enabled() {
+            return None;
+        }
+        let (shard, guard) = self.shard(id);
+        Some(Ticket { shard, epoch: guard.epoch })
+    }
+
+    /// Keeps an answer that is not terminal, read after `ticket` was taken,
+    /// unless a notification reached its shard since (the read may predate
+    /// the change it announced) or the shard is full of fresh entries.
+    pub fn keep(&self, ticket: Ticket, workspace: WorkspaceId, agent: AgentId, id: SourceId, source: &KnowledgeSource) {
+        let (index, mut shard) = self.shard(id);
+        if index != ticket.shard || shard.epoch != ticket.epoch || !self.enabled() {
+            return;
+        }
+        if shard.entries.len() >= self.per_shard && !shard.entries.contains_key(&id) {
+            shard.entries.retain(|_, e| e.at.elapsed() < self.max_age);
+            if shard.entries.len() >= self.per_shard {
+                return;
+            }
+        }
+        let entry = Entry { workspace, agent, source: source.clone(), at: Instant::now() };
+        shard.entries.insert(id, entry);
+    }
+
+    /// A notification: `payload` (a source id) changed.
+    pub fn changed(&self, payload: &str) {
+        match uuid::Uuid::parse_str(payload) {
+            Ok(uuid) => {
+                let (_, mut shard) = self.shard(SourceId(uuid));
+                shard.epoch += 1;
+                shard.entries.remove(&SourceId(uuid));
+            }
+            // Not ours to read: forget everything rather than miss a change.
+            Err(_) => self.clear(),
+        }
+    }
+
+    /// Listening: from now on every change is heard, so answers may be kept.
+    pub fn listening(&self) {
+        self.clear();
+        self.live.store(true, Ordering::Release);
+    }
+
+    /// Not listening (connection lost): changes may go unheard, so nothing is
+    /// kept or used until [`WaitCache::listening`].
+    pub fn deaf(&self) {
+        self.live.store(false, Ordering::Release);
+        self.clear();
+    }
+
+    fn clear(&self) {
+        for shard in self.shards.iter() {
+            let mut shard = shard.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+            shard.epoch += 1;
+            shard.entries.clear();
+        }
+    }
+
+    pub fn figures(&self) -> WaitCacheFigures {
+        let entries =
+            self.shards.iter().map(|s| s.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).entries.len()).sum();
+        WaitCacheFigures {
+            hits: self.hits.load(Ordering::Relaxed),
+            misses: self.misses.load(Ordering::Relaxed),
+            entries,
+            live: self.live.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// Keeps `cache` in step with PostgreSQL until `pool` closes: listens on
+/// [`CHANNEL`] over a connection of its own and, after a lost connection,
+/// starts again with backoff, keeping nothing meanwhile.
+pub async fn follow(pool: &sqlx::PgPool, cache: &WaitCache) {
+    let own = crate::store::knowledge::listener_pool(pool);
+    // Until the pool closes (a test's database is dropped then, which waits
+    // for every connection to it, this one included).
+    let _closed = pool.close_event().do_until(listen(&own, cache)).await;
+    cache.deaf();
+    own.close().await;
+}
+
+async fn listen(own: &sqlx::PgPool, cache: &WaitCache) {
+    use backon::{ExponentialBuilder, Retryable};
+    let backoff = ExponentialBuilder::default()
+        .with_min_delay(Duration::from_millis(100))
+        .with_max_delay(Duration::from_secs(5))
+        .without_max_times();
+    loop {
+        let listened = (|| crate::store::knowledge::listen(own, CHANNEL))
+            .retry(backoff)
+            .notify(|error, delay| tracing::warn!(%error, ?delay, "cannot listen for source changes; retrying"))
+            .await;
+        let Ok(mut listener) = listened else { continue };
+        cache.listening();
+        let error = loop {
+            match listener.try_recv().await {
+                Ok(Some(notification)) => cache.changed(notification.payload()),
+                Ok(None) => break None,
+                Err(error) => break Some(error),
+            }
+        };
+        cache.deaf();
+        tracing::warn!(error = error.map(|e| e.to_string()), "stopped hearing source changes; listening again");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use svc_contract::knowledge::{Provenance, ProvenanceKind, SourceState};
+
+    use super::*;
+
+    fn shown(id: SourceId) -> KnowledgeSource {
+        KnowledgeSource {
+            id: id.to_string(),
+            workspace_id: "ws".into(),
+            agent_id: "ag".into(),
+            key: "faq".into(),
+            title: "FAQ".into(),
+            provenance: Provenance { kind: ProvenanceKind::Manual, uri: "u".into() },
+            revision: "1".into(),
+            digest: "d".into(),
+            required: false,
+            imported_at: crate::timestamp::millis(time::OffsetDateTime::UNIX_EPOCH),
+            state: SourceState::Pending,
+            active_revision: None,
+            pending_revision: None,
+        }
+    }
+
+    fn live(capacity: usize) -> WaitCache {
+        let cache = WaitCache::new(capacity, WaitCache::MAX_AGE);
+        cache.listening();
+        cache
+    }
+
+    #[test]
+    fn a_kept_answer_serves_its_own_workspace_and_agent_only() {
+        let cache = live(100);
+        let (ws, agent, id) = (WorkspaceId::new(), AgentId::new(), SourceId::new());
+        let ticket = cache.ticket(id).expect("listening");
+        cache.keep(ticket, ws, agent, id, &shown(id));
+        assert_eq!(cache.get(ws, agent, id), Some(shown(id)));
+        assert_eq!(cache.get(WorkspaceId::new(), agent, id), None, "another Workspace");
+        assert_eq!(cache.get(ws, AgentId::new(), id), None, "another Agent");
+        assert_eq!(cache.get(ws, agent, SourceId::new()), None);
+    }
+
+    #[test]
+    fn a_change_drops_the_answer() {
+        let cache = live(100);
+        let (ws, agent, id) = (WorkspaceId::new(), AgentId::new(), SourceId::new());
+        cache.keep(cache.ticket(id).unwrap(), ws, agent, id, &shown(id));
+        cache.changed(&id.0.to_string());
+        assert_eq!(cache.get(ws, agent, id), None);
+    }
+
+    #[test]
+    fn a_read_that_raced_a_change_is_not_kept() {
+        let cache = live(100);
+        let (ws, agent, id) = (WorkspaceId::new(), AgentId::new(), SourceId::new());
+        let ticket = cache.ticket(id).unwrap();
+        // The change is heard after the read began: the read may predate it.
+        cache.changed(&id.0.to_string());
+        cache.keep(ticket, ws, agent, id, &shown(id));
+        assert_eq!(cache.get(ws, agent, id), None);
+    }
+
+    #[test]
+    fn nothing_is_kept_or_used_while_not_listening() {
+        let cache = WaitCache::new(100, WaitCache::MAX_AGE);
+        let (ws, agent, id) = (WorkspaceId::new(), AgentId::new(), SourceId::new());
+        assert!(cache.ticket(id).is_none(), "not listening yet");
+        cache.listening();
+        let ticket = cache.ticket(id).unwrap();
+        cache.keep(ticket, ws, agent, id, &shown(id));
+        cache.deaf();
+        assert_eq!(cache.get(ws, agent, id), None, "changes may go unheard");
+        cache.listening();
+        assert_eq!(cache.get(ws, agent, id), None, "what was kept before is gone");
+        // A read begun before the connection was lost is not kept after it.
+        let ticket = cache.ticket(id).unwrap();
+        cache.deaf();
+        cache.listening();
+        cache.keep(ticket, ws, agent, id, &shown(id));
+        assert_eq!(cache.get(ws, agent, id), None);
+    }
+
+    #[test]
+    fn an_old_answer_is_not_used() {
+        let cache = WaitCache::new(100, Duration::ZERO);
+        cache.listening();
+        let (ws, agent, id) = (WorkspaceId::new(), AgentId::new(), SourceId::new());
+        cache.keep(cache.ticket(id).unwrap(), ws, agent, id, &shown(id));
+        assert_eq!(cache.get(ws, agent, id), None);
+    }
+
+    #[test]
+    fn an_unreadable_notification_drops_everything() {
+        let cache = live(100);
+        let (ws, agent, id) = (WorkspaceId::new(), AgentId::new(), SourceId::new());
+        cache.keep(cache.ticket(id).unwrap(), ws, agent, id, &shown(id));
+        cache.changed("not an id");
+        assert_eq!(cache.get(ws, agent, id), None);
+    }
+
+    #[test]
+    fn the_cache_holds_at_most_its_capacity() {
+        let cache = live(SHARDS * 2);
+        let (ws, agent) = (WorkspaceId::new(), AgentId::new());
+        let ids: Vec<SourceId> = (0..SHARDS * 10).map(|_| SourceId::new()).collect();
+        for &id in &ids {
+            cache.keep(cache.ticket(id).unwrap(), ws, agent, id, &shown(id));
+        }
+        let figures = cache.figures();
+        assert!(figures.entries <= SHARDS * 2, "{figures:?}");
+        assert!(figures.entries > 0);
+        let none = WaitCache::new(0, WaitCache::MAX_AGE);
+        none.listening();
+        assert!(none.ticket(ids[0]).is_none(), "a capacity of 0 keeps nothing");
+    }
+}
