@@ -67,6 +67,8 @@ struct Scenario {
     /// Another load run at the same time on this many connections, whose
     /// figures are not reported (a tenant flooding its Workspace).
     beside: Option<(Box<Scenario>, usize)>,
+    /// Sent to the API that keeps no wait answers (`SVC_WAIT_CACHE_ENTRIES=0`).
+    uncached: bool,
 }
 
 impl Scenario {
@@ -84,6 +86,7 @@ impl Scenario {
             headers,
             body,
             beside: None,
+            uncached: false,
         }
     }
 }
@@ -114,6 +117,12 @@ async fn bench(options: &Options, url: &str) -> anyhow::Result<()> {
         .merge(Router::new().route("/bench/bare/{id}", get(bare_agent)).with_state(pool.clone()));
     let addr = crate::common::serve(app).await?;
     eprintln!("serving on http://{addr}");
+    // The same API over the same database, reading every wait from PostgreSQL.
+    let uncached_config = svc_api::config::ServeConfig { wait_cache_entries: 0, ..config.clone() };
+    let state = svc_api::AppState::new(pool.clone(), &uncached_config)?;
+    let uncached =
+        crate::common::serve(svc_api::router(state, &uncached_config, tokio_util::sync::CancellationToken::new()))
+            .await?;
 
     // A User with a Workspace (limits raised so agent.create can run) and an Agent.
     svc_core::admin::user_setup(&pool, ISSUER, "bench", "bench@example.test", None).await?;
@@ -174,6 +183,7 @@ async fn bench(options: &Options, url: &str) -> anyhow::Result<()> {
             headers: vec![],
             body: Value::Null,
             beside: None,
+            uncached: false,
         },
         operation("identity.status", "identity/status", &ws, json!({})),
         operation("agent.inspect (user)", "agents/inspect", &ws, json!({ "agentId": agent_id })),
@@ -189,6 +199,11 @@ async fn bench(options: &Options, url: &str) -> anyhow::Result<()> {
             "knowledge-sources/wait",
             json!({ "agentId": agent_id, "sourceId": source_id }),
         ),
+        Scenario {
+            name: "knowledge_source.wait (API key, no wait cache)",
+            uncached: true,
+            ..by_key("", "knowledge-sources/wait", json!({ "agentId": agent_id, "sourceId": source_id }))
+        },
         // `{n}` makes each request's name (and so its derived slug) distinct.
         operation("agent.create", "agents/create", &create_ws, json!({ "name": "Load {n}" })),
         // One tenant floods its Workspace with creates on 64 connections while
@@ -220,11 +235,12 @@ async fn bench(options: &Options, url: &str) -> anyhow::Result<()> {
                 Some(_) => (8, Duration::from_secs(options.seconds)),
                 None => (options.connections, Duration::from_secs(options.seconds)),
             };
-            load(addr, scenario, connections, Duration::from_secs(warm_up)).await?;
+            let target = if scenario.uncached { uncached } else { addr };
+            load(target, scenario, connections, Duration::from_secs(warm_up)).await?;
             let background = scenario.beside.clone().map(|(other, n)| {
                 tokio::spawn(async move { load(addr, &other, n, duration + Duration::from_millis(500)).await })
             });
-            let result = load(addr, scenario, connections, duration).await?;
+            let result = load(target, scenario, connections, duration).await?;
             if let Some(background) = background {
                 let flood = background.await??;
                 eprintln!("          (the flood beside it: {:.0} req/s, {} errors)", flood.per_second, flood.errors);
