@@ -779,6 +779,14 @@ impl Tenant {
         }
     }
 
+    /// Waits on `source` twice: the second answer is the kept first one.
+    async fn assert_kept(&self, source: &str) {
+        let waited = self.wait(source).await;
+        let hits = self.hits().await;
+        assert_eq!(self.wait(source).await, waited);
+        assert_eq!(self.hits().await, hits + 1.0, "kept");
+    }
+
     /// The backend the API listens for source changes on.
     async fn listener_pid(&self) -> Option<i32> {
         sqlx::query_scalar(
@@ -867,4 +875,30 @@ async fn a_lost_listener_forgets_what_it_kept(pool: PgPool) {
     })
     .await;
     assert_eq!(s.wait(&id).await["knowledgeSource"]["title"], "Renamed", "read again after the loss");
+}
+
+#[sqlx::test(migrations = "../migrations")]
+async fn a_write_through_the_same_process_shows_on_the_next_wait(pool: PgPool) {
+    let s = caching(pool).await;
+    // No notifications at all: what this process wrote, it forgets itself.
+    sqlx::query("ALTER TABLE knowledge_sources DISABLE TRIGGER knowledge_source_changed")
+        .execute(&s.app.pool)
+        .await
+        .unwrap();
+    let id = s.add("faq", "Version one.").await["id"].as_str().unwrap().to_owned();
+    s.assert_kept(&id).await;
+    s.ok("knowledge-sources/replace", replace_input(&s.agent, &id, "r2", "Version two.")).await;
+    assert_eq!(s.wait(&id).await["knowledgeSource"]["pendingRevision"]["revision"], "r2");
+
+    s.assert_kept(&id).await;
+    let input = json!({ "agentId": s.agent, "sourceId": id, "tombstone": true, "prune": true, "confirm": id });
+    s.ok("knowledge-sources/delete", input).await;
+    let response = s.call("knowledge-sources/wait", json!({ "agentId": s.agent, "sourceId": id })).await;
+    assert_problem(&response, 404, "resource_not_found");
+
+    let id = s.add("other", "Other content.").await["id"].as_str().unwrap().to_owned();
+    s.assert_kept(&id).await;
+    s.ok("agents/delete", json!({ "agentId": s.agent, "confirm": true })).await;
+    let response = s.call("knowledge-sources/wait", json!({ "agentId": s.agent, "sourceId": id })).await;
+    assert_problem(&response, 404, "resource_not_found");
 }

@@ -10,13 +10,16 @@
 //!   notifies `knowledge_source_changed` with its id, migration 0011); the
 //!   entry is dropped then. Until this process listens, nothing is kept, and a
 //!   lost listener drops everything.
-//! - An entry is used for a short time at most (`SVC_WAIT_CACHE_MAX_AGE_MS`,
-//!   one second by default), which bounds how late an answer can be should
-//!   notifications stop without the connection failing (a silent partition).
-//! - The price: a kept answer may lag a change by the time its notification
-//!   takes to arrive (well under a millisecond on one host), also right after
-//!   a write through this very process. It still says "not terminal", so a
-//!   caller polling as told sees the change on a later call.
+//! - An entry is used for a short time at most, counted from the start of its
+//!   read (`SVC_WAIT_CACHE_MAX_AGE_MS`, one second by default), which bounds
+//!   how late an answer can be should notifications stop without the
+//!   connection failing (a silent partition).
+//! - A write through this process forgets what it changed once it commits
+//!   ([`WaitCache::forget`]), before it answers.
+//! - The price: after another process's change (a worker's), a kept answer may
+//!   lag it by the time its notification takes to arrive (well under a
+//!   millisecond on one host). It still says "not terminal", so a caller
+//!   polling as told sees the change on a later call.
 //! - A read that raced a notification is not kept: each shard counts the
 //!   notifications it has seen, and an entry is stored only if none arrived
 //!   between the start of its read and its storing.
@@ -63,6 +66,18 @@ struct Entry {
 pub struct Ticket {
     shard: usize,
     epoch: u64,
+    /// When the read began: an answer is as old as its read.
+    at: Instant,
+}
+
+/// What a write through this process made stale, forgotten once it commits.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Stale {
+    #[default]
+    Nothing,
+    Source(SourceId),
+    /// Every source of the Agent.
+    Agent(AgentId),
 }
 
 /// Hits and misses since start, for `/metrics`.
@@ -126,7 +141,7 @@ impl WaitCache {
             return None;
         }
         let (shard, guard) = self.shard(id);
-        Some(Ticket { shard, epoch: guard.epoch })
+        Some(Ticket { shard, epoch: guard.epoch, at: Instant::now() })
     }
 
     /// Keeps an answer that is not terminal, read after `ticket` was taken,
@@ -143,7 +158,7 @@ impl WaitCache {
                 return;
             }
         }
-        let entry = Entry { workspace, agent, source: source.clone(), at: Instant::now() };
+        let entry = Entry { workspace, agent, source: source.clone(), at: ticket.at };
         shard.entries.insert(id, entry);
     }
 
@@ -157,6 +172,23 @@ impl WaitCache {
             }
             // Not ours to read: forget everything rather than miss a change.
             Err(_) => self.clear(),
+        }
+    }
+
+    /// A write through this process committed: what it changed is forgotten at
+    /// once (other processes hear of it from PostgreSQL), so a caller never
+    /// gets an answer from before its own write.
+    pub fn forget(&self, stale: Stale) {
+        match stale {
+            Stale::Nothing => {}
+            Stale::Source(id) => self.changed(&id.0.to_string()),
+            Stale::Agent(agent) => {
+                for shard in self.shards.iter() {
+                    let mut shard = shard.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+                    shard.epoch += 1;
+                    shard.entries.retain(|_, e| e.agent != agent);
+                }
+            }
         }
     }
 
@@ -197,6 +229,15 @@ impl WaitCache {
 /// [`CHANNEL`] over a connection of its own and, after a lost connection,
 /// starts again with backoff, keeping nothing meanwhile.
 pub async fn follow(pool: &sqlx::PgPool, cache: &WaitCache) {
+    /// However this ends (the pool closed, or the task dropped at shutdown),
+    /// nothing kept is used afterwards.
+    struct Deaf<'a>(&'a WaitCache);
+    impl Drop for Deaf<'_> {
+        fn drop(&mut self) {
+            self.0.deaf();
+        }
+    }
+    let _deaf = Deaf(cache);
     let own = crate::store::knowledge::listener_pool(pool);
     // Until the pool closes (a test's database is dropped then, which waits
     // for every connection to it, this one included).
@@ -217,6 +258,7 @@ async fn listen(own: &sqlx::PgPool, cache: &WaitCache) {
             .notify(|error, delay| tracing::warn!(%error, ?delay, "cannot listen for source changes; retrying"))
             .await;
         let Ok(mut listener) = listened else { continue };
+        let started = Instant::now();
         cache.listening();
         let error = loop {
             match listener.try_recv().await {
@@ -227,6 +269,10 @@ async fn listen(own: &sqlx::PgPool, cache: &WaitCache) {
         };
         cache.deaf();
         tracing::warn!(error = error.map(|e| e.to_string()), "stopped hearing source changes; listening again");
+        // A connection that keeps dropping at once is not retried in a tight loop.
+        if started.elapsed() < Duration::from_secs(5) {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
     }
 }
 
@@ -319,6 +365,40 @@ mod tests {
         let (ws, agent, id) = (WorkspaceId::new(), AgentId::new(), SourceId::new());
         cache.keep(cache.ticket(id).unwrap(), ws, agent, id, &shown(id));
         assert_eq!(cache.get(ws, agent, id), None);
+    }
+
+    #[test]
+    fn an_answer_is_as_old_as_its_read() {
+        let cache = WaitCache::new(100, Duration::from_millis(50));
+        cache.listening();
+        let (ws, agent, id) = (WorkspaceId::new(), AgentId::new(), SourceId::new());
+        let ticket = cache.ticket(id).unwrap();
+        // A slow read: by the time it is kept, it is already too old to use.
+        std::thread::sleep(Duration::from_millis(60));
+        cache.keep(ticket, ws, agent, id, &shown(id));
+        assert_eq!(cache.get(ws, agent, id), None);
+    }
+
+    #[test]
+    fn a_write_here_forgets_what_it_changed() {
+        let cache = live(100);
+        let (ws, agent, other) = (WorkspaceId::new(), AgentId::new(), AgentId::new());
+        let ids: Vec<SourceId> = (0..4).map(|_| SourceId::new()).collect();
+        for (i, &id) in ids.iter().enumerate() {
+            let owner = if i < 3 { agent } else { other };
+            cache.keep(cache.ticket(id).unwrap(), ws, owner, id, &shown(id));
+        }
+        cache.forget(Stale::Source(ids[0]));
+        assert_eq!(cache.get(ws, agent, ids[0]), None);
+        assert!(cache.get(ws, agent, ids[1]).is_some());
+        // A read that began before an Agent-wide forget is not kept after it.
+        let ticket = cache.ticket(ids[0]).unwrap();
+        cache.forget(Stale::Agent(agent));
+        cache.keep(ticket, ws, agent, ids[0], &shown(ids[0]));
+        assert_eq!((cache.get(ws, agent, ids[0]), cache.get(ws, agent, ids[1])), (None, None));
+        assert!(cache.get(ws, other, ids[3]).is_some(), "another Agent's stay");
+        cache.forget(Stale::Nothing);
+        assert!(cache.get(ws, other, ids[3]).is_some());
     }
 
     #[test]

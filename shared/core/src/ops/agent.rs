@@ -152,6 +152,7 @@ impl Handler for Delete {
         // readable (reads join the live Agent as well).
         store::chat::forget(conn, id).await?;
         store::usage::adjust(conn, ws, &Delta::of(LimitKey::Agents, -1)).await?;
-        Ok(DeleteOutput { agent_id: id.to_string(), deleted: True }.into())
+        let output = DeleteOutput { agent_id: id.to_string(), deleted: True };
+        Ok(Done { output, jobs: Vec::new(), stale: crate::knowledge::waits::Stale::Agent(id) })
     }
 }

@@ -12,6 +12,7 @@ use svc_contract::schema::True;
 use super::{Ctx, Done, Handler, Lock, Page};
 use crate::error::Result;
 use crate::ids::{AgentId, SourceId};
+use crate::knowledge::waits::Stale;
 use crate::knowledge::{self, Replaced, Scope, Submission};
 use crate::{cursor, store};
 
@@ -99,7 +100,7 @@ impl Handler for Add {
             content: &input.content,
         };
         let (source, job) = knowledge::add(conn, scope(ctx, agent)?, &input.key, submission).await?;
-        Ok(Done { output: read_back(ctx, conn, agent, source).await?, jobs: vec![job] })
+        Ok(Done { output: read_back(ctx, conn, agent, source).await?, jobs: vec![job], stale: Stale::Nothing })
     }
 }
 
@@ -142,7 +143,7 @@ impl Handler for Replace {
             Replaced::Candidate(job) => vec![job],
             Replaced::Unchanged => Vec::new(),
         };
-        Ok(Done { output: read_back(ctx, conn, agent, source).await?, jobs })
+        Ok(Done { output: read_back(ctx, conn, agent, source).await?, jobs, stale: Stale::Source(source) })
     }
 }
 
@@ -168,6 +169,7 @@ impl Handler for Delete {
         }
         let (agent, source) = (agent_id(&input.agent_id)?, source_id(&input.source_id)?);
         knowledge::delete(conn, scope(ctx, agent)?, source).await?;
-        Ok(DeleteOutput { source_id: source.to_string(), deleted: True }.into())
+        let output = DeleteOutput { source_id: source.to_string(), deleted: True };
+        Ok(Done { output, jobs: Vec::new(), stale: Stale::Source(source) })
     }
 }

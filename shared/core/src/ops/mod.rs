@@ -41,6 +41,7 @@ use crate::error::{Error, Result};
 use crate::idempotency::{Claim, IdempotencyKey};
 use crate::ids::UserId;
 use crate::jobs::Job;
+use crate::knowledge::waits::Stale;
 use crate::service::{ClientHints, Reply, Service, Session};
 use crate::store::types::StoredWorkspaceStatus;
 use crate::store::usage::Delta;
@@ -90,16 +91,17 @@ pub(crate) enum Lock {
     Limited,
 }
 
-/// A handler's result: its output, and the jobs to enqueue once its transaction
-/// has committed.
+/// A handler's result: its output, and what follows once its transaction has
+/// committed: the jobs to enqueue, and the kept `wait` answers to forget.
 pub(crate) struct Done<T> {
     pub output: T,
     pub jobs: Vec<Job>,
+    pub stale: Stale,
 }
 
 impl<T> From<T> for Done<T> {
     fn from(output: T) -> Self {
-        Self { output, jobs: Vec::new() }
+        Self { output, jobs: Vec::new(), stale: Stale::Nothing }
     }
 }
 
@@ -264,7 +266,7 @@ async fn detached<T: Respond>(
 
 /// What a write's transaction produced.
 enum Written {
-    Fresh(Reply, Vec<Job>),
+    Fresh(Reply, Vec<Job>, Stale),
     Replayed(Value),
 }
 
@@ -316,12 +318,13 @@ async fn write<H: Handler>(
         if let Some(key) = &key {
             key.record(&mut tx, &H::for_replay(reply.data.clone())).await?;
         }
-        Ok::<_, Error>(Written::Fresh(reply, done.jobs))
+        Ok::<_, Error>(Written::Fresh(reply, done.jobs, done.stale))
     }
     .await;
     match result {
-        Ok(Written::Fresh(reply, jobs)) => {
+        Ok(Written::Fresh(reply, jobs, stale)) => {
             tx.commit().await?;
+            ctx.service.waits.forget(stale);
             if !jobs.is_empty() {
                 // Redis may be slow or down: no pooled connection waits on it.
                 session.release();

@@ -10,6 +10,7 @@ use super::{Ctx, Done, Handler};
 use crate::error::{Error, Result};
 use crate::ids::{AgentId, RunId};
 use crate::knowledge::Scope;
+use crate::knowledge::waits::Stale;
 use crate::reconcile;
 
 pub(crate) struct Reconcile;
@@ -23,7 +24,8 @@ impl Handler for Reconcile {
         let ws = ctx.workspace()?;
         let scope = Scope { workspace: ws.id, agent, entitlement: ctx.held.as_ref().unwrap_or(&ws.entitlement) };
         let submitted = reconcile::submit(conn, scope, &input).await?;
-        Ok(Done { output: submitted.run, jobs: submitted.job.into_iter().collect() })
+        // Its changes are applied by a worker, which PostgreSQL tells us of.
+        Ok(Done { output: submitted.run, jobs: submitted.job.into_iter().collect(), stale: Stale::Nothing })
     }
 
     /// A replay of an applied run answers the run as it stands now (contract
