@@ -53,10 +53,7 @@ pub async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
 /// How often `knowledge_source.wait` was answered without reading PostgreSQL.
 fn wait_cache_figures(state: &AppState) -> String {
     let mut out = String::new();
-    if state.service.config().wait_cache_entries == 0 {
-        return out;
-    }
-    let figures = state.service.wait_cache_figures();
+    let Some(figures) = state.service.wait_cache_figures() else { return out };
     out.push_str(
         "# HELP svc_wait_cache_lookups_total knowledge_source.wait answers looked up in this process's cache.\n",
     );

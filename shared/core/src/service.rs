@@ -104,14 +104,15 @@ impl Service {
     /// PostgreSQL (see [`waits`]); runs until dropped. Without it, every wait
     /// reads PostgreSQL.
     pub async fn follow_sources(&self) {
-        if self.config.wait_cache_entries == 0 {
+        if self.waits.is_off() {
             return std::future::pending().await;
         }
         waits::follow(&self.pool, &self.waits).await
     }
 
-    pub fn wait_cache_figures(&self) -> WaitCacheFigures {
-        self.waits.figures()
+    /// `None` when the cache is off.
+    pub fn wait_cache_figures(&self) -> Option<WaitCacheFigures> {
+        (!self.waits.is_off()).then(|| self.waits.figures())
     }
 
     /// Hands committed work to the workers. A failure is logged, not answered:

@@ -25,8 +25,8 @@
 //!   between the start of its read and its storing.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use svc_contract::knowledge::KnowledgeSource;
@@ -106,15 +106,39 @@ impl WaitCache {
         }
     }
 
-    fn shard(&self, id: SourceId) -> (usize, std::sync::MutexGuard<'_, Shard>) {
+    fn shard(&self, id: SourceId) -> (usize, MutexGuard<'_, Shard>) {
         // Ids end in random bits (UUIDv7).
         let index = (id.0.as_u128() % SHARDS as u128) as usize;
-        // A panic while holding a shard leaves plain data: use it.
-        (index, self.shards[index].lock().unwrap_or_else(|poisoned| poisoned.into_inner()))
+        (index, lock(&self.shards[index]))
+    }
+
+    /// Keeps only the entries `keep` accepts, in every shard; a read begun
+    /// before is not kept after.
+    fn drop_unless(&self, keep: impl Fn(&Entry) -> bool) {
+        for shard in self.shards.iter() {
+            let mut shard = lock(shard);
+            shard.epoch += 1;
+            shard.entries.retain(|_, e| keep(e));
+        }
+    }
+
+    fn clear(&self) {
+        self.drop_unless(|_| false);
+    }
+
+    fn drop_source(&self, id: SourceId) {
+        let (_, mut shard) = self.shard(id);
+        shard.epoch += 1;
+        shard.entries.remove(&id);
+    }
+
+    /// Whether it keeps nothing, ever (a capacity of 0).
+    pub fn is_off(&self) -> bool {
+        self.per_shard == 0
     }
 
     fn enabled(&self) -> bool {
-        self.per_shard > 0 && self.live.load(Ordering::Acquire)
+        !self.is_off() && self.live.load(Ordering::Acquire)
     }
 
     /// The kept answer for `id`, if it is the caller's (same Workspace and
@@ -165,11 +189,7 @@ impl WaitCache {
     /// A notification: `payload` (a source id) changed.
     pub fn changed(&self, payload: &str) {
         match uuid::Uuid::parse_str(payload) {
-            Ok(uuid) => {
-                let (_, mut shard) = self.shard(SourceId(uuid));
-                shard.epoch += 1;
-                shard.entries.remove(&SourceId(uuid));
-            }
+            Ok(uuid) => self.drop_source(SourceId(uuid)),
             // Not ours to read: forget everything rather than miss a change.
             Err(_) => self.clear(),
         }
@@ -181,14 +201,8 @@ impl WaitCache {
     pub fn forget(&self, stale: Stale) {
         match stale {
             Stale::Nothing => {}
-            Stale::Source(id) => self.changed(&id.0.to_string()),
-            Stale::Agent(agent) => {
-                for shard in self.shards.iter() {
-                    let mut shard = shard.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-                    shard.epoch += 1;
-                    shard.entries.retain(|_, e| e.agent != agent);
-                }
-            }
+            Stale::Source(id) => self.drop_source(id),
+            Stale::Agent(agent) => self.drop_unless(|e| e.agent != agent),
         }
     }
 
@@ -205,17 +219,8 @@ impl WaitCache {
         self.clear();
     }
 
-    fn clear(&self) {
-        for shard in self.shards.iter() {
-            let mut shard = shard.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-            shard.epoch += 1;
-            shard.entries.clear();
-        }
-    }
-
     pub fn figures(&self) -> WaitCacheFigures {
-        let entries =
-            self.shards.iter().map(|s| s.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).entries.len()).sum();
+        let entries = self.shards.iter().map(|shard| lock(shard).entries.len()).sum();
         WaitCacheFigures {
             hits: self.hits.load(Ordering::Relaxed),
             misses: self.misses.load(Ordering::Relaxed),
@@ -223,6 +228,11 @@ impl WaitCache {
             live: self.live.load(Ordering::Relaxed),
         }
     }
+}
+
+/// A panic while holding a shard leaves plain data: use it.
+fn lock(shard: &Mutex<Shard>) -> MutexGuard<'_, Shard> {
+    shard.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 /// Keeps `cache` in step with PostgreSQL until `pool` closes: listens on
@@ -237,12 +247,12 @@ pub async fn follow(pool: &sqlx::PgPool, cache: &WaitCache) {
             self.0.deaf();
         }
     }
-    let _deaf = Deaf(cache);
+    let deaf = Deaf(cache);
     let own = crate::store::knowledge::listener_pool(pool);
     // Until the pool closes (a test's database is dropped then, which waits
     // for every connection to it, this one included).
     let _closed = pool.close_event().do_until(listen(&own, cache)).await;
-    cache.deaf();
+    drop(deaf);
     own.close().await;
 }
 

@@ -153,6 +153,6 @@ impl Handler for Delete {
         store::chat::forget(conn, id).await?;
         store::usage::adjust(conn, ws, &Delta::of(LimitKey::Agents, -1)).await?;
         let output = DeleteOutput { agent_id: id.to_string(), deleted: True };
-        Ok(Done { output, jobs: Vec::new(), stale: crate::knowledge::waits::Stale::Agent(id) })
+        Ok(Done::from(output).forgetting(crate::knowledge::waits::Stale::Agent(id)))
     }
 }

@@ -100,7 +100,7 @@ impl Handler for Add {
             content: &input.content,
         };
         let (source, job) = knowledge::add(conn, scope(ctx, agent)?, &input.key, submission).await?;
-        Ok(Done { output: read_back(ctx, conn, agent, source).await?, jobs: vec![job], stale: Stale::Nothing })
+        Ok(Done { jobs: vec![job], ..read_back(ctx, conn, agent, source).await?.into() })
     }
 }
 
@@ -143,7 +143,7 @@ impl Handler for Replace {
             Replaced::Candidate(job) => vec![job],
             Replaced::Unchanged => Vec::new(),
         };
-        Ok(Done { output: read_back(ctx, conn, agent, source).await?, jobs, stale: Stale::Source(source) })
+        Ok(Done { jobs, ..read_back(ctx, conn, agent, source).await?.into() }.forgetting(Stale::Source(source)))
     }
 }
 
@@ -170,6 +170,6 @@ impl Handler for Delete {
         let (agent, source) = (agent_id(&input.agent_id)?, source_id(&input.source_id)?);
         knowledge::delete(conn, scope(ctx, agent)?, source).await?;
         let output = DeleteOutput { source_id: source.to_string(), deleted: True };
-        Ok(Done { output, jobs: Vec::new(), stale: Stale::Source(source) })
+        Ok(Done::from(output).forgetting(Stale::Source(source)))
     }
 }

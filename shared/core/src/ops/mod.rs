@@ -105,6 +105,13 @@ impl<T> From<T> for Done<T> {
     }
 }
 
+impl<T> Done<T> {
+    /// The same, also forgetting what the write made stale.
+    pub fn forgetting(self, stale: Stale) -> Self {
+        Self { stale, ..self }
+    }
+}
+
 pub(crate) trait Handler {
     type Input: DeserializeOwned + Send;
     type Output: Respond + Send;

@@ -10,7 +10,6 @@ use super::{Ctx, Done, Handler};
 use crate::error::{Error, Result};
 use crate::ids::{AgentId, RunId};
 use crate::knowledge::Scope;
-use crate::knowledge::waits::Stale;
 use crate::reconcile;
 
 pub(crate) struct Reconcile;
@@ -24,8 +23,8 @@ impl Handler for Reconcile {
         let ws = ctx.workspace()?;
         let scope = Scope { workspace: ws.id, agent, entitlement: ctx.held.as_ref().unwrap_or(&ws.entitlement) };
         let submitted = reconcile::submit(conn, scope, &input).await?;
-        // Its changes are applied by a worker, which PostgreSQL tells us of.
-        Ok(Done { output: submitted.run, jobs: submitted.job.into_iter().collect(), stale: Stale::Nothing })
+        // Its changes are a worker's: PostgreSQL tells the wait cache of them.
+        Ok(Done { jobs: submitted.job.into_iter().collect(), ..submitted.run.into() })
     }
 
     /// A replay of an applied run answers the run as it stands now (contract
