@@ -34,6 +34,26 @@ async fn tenant(api: &Api, database: &str) -> Tenant {
     Tenant { token, workspace, agent: agent["data"]["agent"]["id"].as_str().unwrap().to_owned() }
 }
 
+/// A migrated database with the real API on it, its queue at `redis` under a
+/// namespace of its own (`settings` besides), and a Tenant.
+struct Stage {
+    database: String,
+    ns: String,
+    api: Api,
+    tenant: Tenant,
+}
+
+async fn stage(pool: &PgPool, redis: &str, settings: &[(&str, &str)]) -> Stage {
+    let database = database_url(pool);
+    migrate(&database).await;
+    let ns = namespace();
+    let mut env = vec![("SVC_QUEUE_NAMESPACE", ns.as_str()), ("REDIS_URL", redis)];
+    env.extend_from_slice(settings);
+    let api = Api::start(&database, &env).await;
+    let tenant = tenant(&api, &database).await;
+    Stage { database, ns, api, tenant }
+}
+
 fn content(i: usize) -> String {
     format!(
         "# Topic {i}\n\nSource number {i} explains how the office handles request {i}.\n\n{}",
@@ -120,11 +140,7 @@ async fn assert_promoted_once(pool: &PgPool, sources: usize) {
 
 #[sqlx::test(migrations = false)]
 async fn a_worker_makes_added_sources_active(pool: PgPool) {
-    let database = database_url(&pool);
-    migrate(&database).await;
-    let ns = namespace();
-    let api = Api::start(&database, &[("SVC_QUEUE_NAMESPACE", &ns), ("REDIS_URL", REDIS)]).await;
-    let tenant = tenant(&api, &database).await;
+    let Stage { database, ns, api, tenant } = stage(&pool, REDIS, &[]).await;
     let mut worker = Worker::start(&database, REDIS, &ns, &[]).await;
     let sources: Vec<String> = add_all(&tenant, &api, 5).await;
     let states = tenant.wait_all(&api, &sources, Duration::from_secs(30)).await;
@@ -147,11 +163,7 @@ async fn a_worker_makes_added_sources_active(pool: PgPool) {
 /// Redis does not grow with every job ever run.
 #[sqlx::test(migrations = false)]
 async fn finished_jobs_leave_redis(pool: PgPool) {
-    let database = database_url(&pool);
-    migrate(&database).await;
-    let ns = namespace();
-    let api = Api::start(&database, &[("SVC_QUEUE_NAMESPACE", &ns), ("REDIS_URL", REDIS)]).await;
-    let tenant = tenant(&api, &database).await;
+    let Stage { database, ns, api, tenant } = stage(&pool, REDIS, &[]).await;
     let settings = [("SVC_KEEP_FINISHED_JOBS_SECS", "1"), ("SVC_SWEEP_INTERVAL_SECS", "1")];
     let mut worker = Worker::start(&database, REDIS, &ns, &settings).await;
     let sources: Vec<String> = add_all(&tenant, &api, 5).await;
@@ -195,11 +207,7 @@ async fn finished_jobs_leave_redis(pool: PgPool) {
 
 #[sqlx::test(migrations = false)]
 async fn a_killed_worker_loses_nothing(pool: PgPool) {
-    let database = database_url(&pool);
-    migrate(&database).await;
-    let ns = namespace();
-    let api = Api::start(&database, &[("SVC_QUEUE_NAMESPACE", &ns), ("REDIS_URL", REDIS)]).await;
-    let tenant = tenant(&api, &database).await;
+    let Stage { database, ns, api, tenant } = stage(&pool, REDIS, &[]).await;
     // A slow worker (many big sources), killed while it holds some of them.
     let mut first = Worker::start(&database, REDIS, &ns, &[("SVC_WORKER_CONCURRENCY", "2")]).await;
     let sources: Vec<String> = add_all(&tenant, &api, 20).await;
@@ -238,11 +246,7 @@ async fn a_killed_worker_loses_nothing(pool: PgPool) {
 
 #[sqlx::test(migrations = false)]
 async fn the_sweeper_recovers_a_flushed_queue(pool: PgPool) {
-    let database = database_url(&pool);
-    migrate(&database).await;
-    let ns = namespace();
-    let api = Api::start(&database, &[("SVC_QUEUE_NAMESPACE", &ns), ("REDIS_URL", REDIS)]).await;
-    let tenant = tenant(&api, &database).await;
+    let Stage { database, ns, api, tenant } = stage(&pool, REDIS, &[]).await;
     // No worker yet: the jobs wait in Redis, and are lost with it.
     let sources: Vec<String> = add_all(&tenant, &api, 10).await;
     flush_namespace(REDIS, &ns).await;
@@ -257,13 +261,9 @@ async fn the_sweeper_recovers_a_flushed_queue(pool: PgPool) {
 
 #[sqlx::test(migrations = false)]
 async fn adds_survive_a_redis_outage(pool: PgPool) {
-    let database = database_url(&pool);
-    migrate(&database).await;
-    let ns = namespace();
     let mut redis = OwnRedis::start().await;
     let url = redis.url();
-    let api = Api::start(&database, &[("SVC_QUEUE_NAMESPACE", &ns), ("REDIS_URL", &url)]).await;
-    let tenant = tenant(&api, &database).await;
+    let Stage { database, ns, api, tenant } = stage(&pool, &url, &[]).await;
     let mut worker = Worker::start(&database, &url, &ns, &[]).await;
     let mut accepted = Vec::new();
     accepted.push(tenant.add(&api, 0).await);
@@ -291,11 +291,7 @@ async fn adds_survive_a_redis_outage(pool: PgPool) {
 
 #[sqlx::test(migrations = false)]
 async fn two_replicas_share_the_work(pool: PgPool) {
-    let database = database_url(&pool);
-    migrate(&database).await;
-    let ns = namespace();
-    let api = Api::start(&database, &[("SVC_QUEUE_NAMESPACE", &ns), ("REDIS_URL", REDIS)]).await;
-    let tenant = tenant(&api, &database).await;
+    let Stage { database, ns, api, tenant } = stage(&pool, REDIS, &[]).await;
     let mut a = Worker::start(&database, REDIS, &ns, &[]).await;
     let mut b = Worker::start(&database, REDIS, &ns, &[]).await;
     let sources: Vec<String> = add_all(&tenant, &api, 50).await;
@@ -315,11 +311,7 @@ async fn two_replicas_share_the_work(pool: PgPool) {
 /// hold, and each source ends active with its last revision, indexed once.
 #[sqlx::test(migrations = false)]
 async fn replaces_racing_two_replicas_keep_sources_showing_their_revisions(pool: PgPool) {
-    let database = database_url(&pool);
-    migrate(&database).await;
-    let ns = namespace();
-    let api = Api::start(&database, &[("SVC_QUEUE_NAMESPACE", &ns), ("REDIS_URL", REDIS)]).await;
-    let tenant = tenant(&api, &database).await;
+    let Stage { database, ns, api, tenant } = stage(&pool, REDIS, &[]).await;
     let mut a = Worker::start(&database, REDIS, &ns, &[]).await;
     let mut b = Worker::start(&database, REDIS, &ns, &[]).await;
     let sources: Vec<String> = add_all(&tenant, &api, 10).await;
@@ -387,11 +379,7 @@ async fn add_all(tenant: &Tenant, api: &Api, n: usize) -> Vec<String> {
 /// applied exactly once.
 #[sqlx::test(migrations = false)]
 async fn a_reconcile_run_survives_a_killed_worker(pool: PgPool) {
-    let database = database_url(&pool);
-    migrate(&database).await;
-    let ns = namespace();
-    let api = Api::start(&database, &[("SVC_QUEUE_NAMESPACE", &ns), ("REDIS_URL", REDIS)]).await;
-    let tenant = tenant(&api, &database).await;
+    let Stage { database, ns, api, tenant } = stage(&pool, REDIS, &[]).await;
     let sources: Vec<Value> = (0..100)
         .map(|i| {
             let text = format!("{}\n\nEntry {i}.", content(i).repeat(20));
@@ -453,12 +441,7 @@ async fn a_reconcile_run_survives_a_killed_worker(pool: PgPool) {
 /// `widget.verify` agrees.
 #[sqlx::test(migrations = false)]
 async fn the_public_gets_answers_from_processed_knowledge(pool: PgPool) {
-    let database = database_url(&pool);
-    migrate(&database).await;
-    let ns = namespace();
-    let extra = [("SVC_QUEUE_NAMESPACE", ns.as_str()), ("REDIS_URL", REDIS), ("SVC_PUBLIC_ANSWERS_PER_MINUTE", "2")];
-    let api = Api::start(&database, &extra).await;
-    let tenant = tenant(&api, &database).await;
+    let Stage { database, ns, api, tenant } = stage(&pool, REDIS, &[("SVC_PUBLIC_ANSWERS_PER_MINUTE", "2")]).await;
     let mut worker = Worker::start(&database, REDIS, &ns, &[]).await;
     let sources = add_all(&tenant, &api, 3).await;
     let states = tenant.wait_all(&api, &sources, Duration::from_secs(30)).await;
