@@ -11,6 +11,9 @@ use sqlx::PgPool;
 use svc_tests::TestIssuer;
 use svc_tests::stack::{Api, OwnRedis, Worker, admin, database_url, flush_namespace, migrate, namespace};
 
+#[path = "knowledge/faults.rs"]
+mod faults;
+
 const REDIS: &str = "redis://127.0.0.1:6379";
 
 /// A signed-up User with a Workspace (limits raised) and an Agent, over HTTP.

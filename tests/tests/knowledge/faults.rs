@@ -1,0 +1,189 @@
+//! Database faults with the real binaries: sessions terminated under the API
+//! and under a worker, and a worker frozen (SIGSTOP) while its transaction
+//! holds locks.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use sqlx::PgPool;
+use svc_tests::stack::{Worker, flush_namespace};
+
+use super::{REDIS, Stage, Tenant, assert_promoted_once, stage};
+
+/// Content of about 300 KB that names its source.
+fn large(i: usize) -> String {
+    let mut text = format!("# Manual {i}\n\n");
+    let mut j = 0;
+    while text.len() < 300_000 {
+        text.push_str(&format!("Paragraph {j} of manual {i} explains step {j} in detail.\n\n"));
+        j += 1;
+    }
+    text
+}
+
+impl Tenant {
+    async fn add_large(&self, api: &svc_tests::stack::Api, i: usize) -> String {
+        let mut input = self.submission(i, "v1", large(i));
+        input["key"] = json!(format!("manual-{i}"));
+        let (status, body) = api.op("knowledge-sources/add", &self.token, Some(&self.workspace), &input).await;
+        assert_eq!(status, 200, "{body}");
+        body["data"]["knowledgeSource"]["id"].as_str().unwrap().to_owned()
+    }
+}
+
+/// Terminates every session of the named program on the test's database.
+async fn terminate_sessions(pool: &PgPool, application: &str) -> i64 {
+    sqlx::query_scalar(
+        "SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) FROM pg_stat_activity
+         WHERE application_name = $1 AND datname = current_database()",
+    )
+    .bind(application)
+    .fetch_one(pool)
+    .await
+    .unwrap()
+}
+
+/// Each source's active revision digest, by source.
+async fn active_digests(pool: &PgPool) -> BTreeMap<String, (String, String)> {
+    let rows: Vec<(String, String, String)> = sqlx::query_as(
+        "SELECT s.key, r.id::text, r.digest FROM knowledge_sources s JOIN knowledge_revisions r ON r.id = s.active_revision_id",
+    )
+    .fetch_all(pool)
+    .await
+    .unwrap();
+    rows.into_iter().map(|(key, id, digest)| (key, (id, digest))).collect()
+}
+
+/// What each source's active digest must be, by key.
+fn expected_digests(n: usize) -> Vec<(String, String)> {
+    let by_key: BTreeMap<String, String> =
+        (0..n).map(|i| (format!("manual-{i}"), svc_contract::digest::sha256_prefixed(large(i).as_bytes()))).collect();
+    by_key.into_iter().collect()
+}
+
+#[sqlx::test(migrations = false)]
+async fn terminated_api_sessions_answer_200_or_503_never_500(pool: PgPool) {
+    let Stage { api, tenant, ns, .. } = stage(&pool, REDIS, &[]).await;
+    let api = std::sync::Arc::new(api);
+    let until = Instant::now() + Duration::from_secs(10);
+    let mut readers = tokio::task::JoinSet::new();
+    for reader in 0..4usize {
+        let (api, token, ws, agent) =
+            (api.clone(), tenant.token.clone(), tenant.workspace.clone(), tenant.agent.clone());
+        readers.spawn(async move {
+            let mut statuses = Vec::new();
+            let mut turn = reader;
+            while Instant::now() < until {
+                let (path, input) = if turn % 2 == 0 {
+                    ("agents/inspect", json!({ "agentId": agent }))
+                } else {
+                    ("identity/status", json!({}))
+                };
+                let response = api
+                    .client
+                    .post_json(&format!("/api/public/operations/{path}"), Some(&token), Some(&ws), &input)
+                    .await;
+                statuses.push((response.status, response.headers.contains_key("retry-after")));
+                turn += 1;
+            }
+            statuses
+        });
+    }
+    let mut terminated = 0;
+    for _ in 0..3 {
+        tokio::time::sleep(Duration::from_millis(2_500)).await;
+        terminated += terminate_sessions(&pool, "svc-api").await;
+    }
+    let mut all = Vec::new();
+    while let Some(statuses) = readers.join_next().await {
+        all.extend(statuses.unwrap());
+    }
+    assert!(terminated >= 3, "sessions were terminated ({terminated})");
+    let ok = all.iter().filter(|(status, _)| *status == 200).count();
+    let wrong: Vec<_> = all.iter().filter(|(status, retry)| *status != 200 && !(*status == 503 && *retry)).collect();
+    assert!(wrong.is_empty(), "only 200 or 503 with Retry-After: {wrong:?}");
+    assert!(ok * 100 >= all.len() * 99, "at least 99% 200: {ok} of {}", all.len());
+    // Idle sessions gone: the first call after the drops answers 200.
+    terminate_sessions(&pool, "svc-api").await;
+    let (status, body) =
+        api.op("agents/inspect", &tenant.token, Some(&tenant.workspace), &json!({ "agentId": tenant.agent })).await;
+    assert_eq!(status, 200, "{body}");
+    let metrics = api.client.get("/metrics").await.text();
+    assert!(!metrics.contains("svc_db_connection_lost_total 0\n"), "{metrics}");
+    flush_namespace(REDIS, &ns).await;
+}
+
+#[sqlx::test(migrations = false)]
+async fn processing_survives_its_sessions_being_terminated(pool: PgPool) {
+    let Stage { database, ns, api, tenant } = stage(&pool, REDIS, &[]).await;
+    let mut worker = Worker::start(&database, REDIS, &ns, &[("SVC_MAX_ATTEMPTS", "1")]).await;
+    let mut sources = Vec::new();
+    for i in 0..8 {
+        sources.push(tenant.add_large(&api, i).await);
+    }
+    let mut terminated = 0;
+    for _ in 0..3 {
+        tokio::time::sleep(Duration::from_millis(700)).await;
+        terminated += terminate_sessions(&pool, "svc-worker").await;
+    }
+    let states = tenant.wait_all(&api, &sources, Duration::from_secs(90)).await;
+    assert!(states.iter().all(|s| s == "active"), "{states:?}\n{}", worker.process.logs());
+    assert!(terminated > 0, "the worker's sessions were terminated");
+    assert_promoted_once(&pool, 8).await;
+    let digests: Vec<(String, String)> = active_digests(&pool).await.into_iter().map(|(k, (_, d))| (k, d)).collect();
+    assert_eq!(digests, expected_digests(8));
+    assert!(worker.process.terminate().await.success(), "{}", worker.process.logs());
+    flush_namespace(REDIS, &ns).await;
+}
+
+/// Whether the frozen worker's session is inside a transaction that wrote.
+async fn holds_a_writing_transaction(pool: &PgPool) -> bool {
+    sqlx::query_scalar(
+        "SELECT count(*) > 0 FROM pg_stat_activity
+         WHERE application_name = 'svc-worker' AND datname = current_database() AND backend_xid IS NOT NULL",
+    )
+    .fetch_one(pool)
+    .await
+    .unwrap()
+}
+
+#[sqlx::test(migrations = false)]
+async fn a_frozen_replica_neither_blocks_the_others_nor_overwrites_later(pool: PgPool) {
+    let Stage { database, ns, api, tenant } = stage(&pool, REDIS, &[]).await;
+    let mut frozen = Worker::start(&database, REDIS, &ns, &[("SVC_WORKER_CONCURRENCY", "2")]).await;
+    let mut sources = Vec::new();
+    for i in 0..12 {
+        sources.push(tenant.add_large(&api, i).await);
+    }
+    // Freeze it the moment it holds a transaction that wrote (its locks held).
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        assert!(Instant::now() < deadline, "never caught the worker inside a transaction");
+        if holds_a_writing_transaction(&pool).await {
+            frozen.process.signal("STOP").await;
+            if holds_a_writing_transaction(&pool).await {
+                break;
+            }
+            frozen.process.signal("CONT").await;
+        }
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    // Frozen for longer than its lease (3 s) while another replica takes over.
+    let mut other = Worker::start(&database, REDIS, &ns, &[]).await;
+    let states = tenant.wait_all(&api, &sources, Duration::from_secs(120)).await;
+    assert!(states.iter().all(|s| s == "active"), "{states:?}\n{}", other.process.logs());
+    let before = active_digests(&pool).await;
+    let digests: Vec<(String, String)> = before.iter().map(|(k, (_, d))| (k.clone(), d.clone())).collect();
+    assert_eq!(digests, expected_digests(12), "the right content");
+    assert_promoted_once(&pool, 12).await;
+
+    // Thawed, the frozen replica finds its session and lease gone: nothing changes.
+    frozen.process.signal("CONT").await;
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert_eq!(active_digests(&pool).await, before, "no older content overwrote a newer revision");
+    assert_promoted_once(&pool, 12).await;
+    assert!(other.process.terminate().await.success(), "{}", other.process.logs());
+    assert!(frozen.process.terminate().await.success(), "{}", frozen.process.logs());
+    flush_namespace(REDIS, &ns).await;
+}
