@@ -62,9 +62,12 @@ impl BodyPolicy {
         let units = u32::try_from(units).unwrap_or(u32::MAX);
         match tokio::time::timeout(self.budget_wait, self.budget.clone().acquire_many_owned(units)).await {
             Ok(Ok(permit)) => Ok(Some(Share(permit))),
-            _ => Err(Problem::unavailable()
-                .with_detail("reason", "large_bodies_in_flight")
-                .with_detail("retryable", true)),
+            _ => {
+                tracing::warn!(bytes, "refused a large body: the budget for bodies in flight stayed spent");
+                Err(Problem::unavailable()
+                    .with_detail("reason", "large_bodies_in_flight")
+                    .with_detail("retryable", true))
+            }
         }
     }
 

@@ -310,6 +310,7 @@ async fn with_request_id(response: Response, request_id: &RequestId) -> Response
     let mut problem =
         Problem::invalid("mcp_transport", message.to_owned()).with_transport_status(parts.status.as_u16());
     if parts.status.is_server_error() {
+        tracing::error!(status = %parts.status, message, "the MCP transport failed a request");
         problem = Problem::internal().with_transport_status(parts.status.as_u16());
     }
     let mut rewritten = response::problem(&problem, request_id);
@@ -389,14 +390,20 @@ impl ServerHandler for McpServer {
         let result = match authenticated {
             Some(Authenticated(Ok(caller))) => self.state.service.call(op, &caller, input, &hints).await,
             Some(Authenticated(Err(problem))) => Err(problem),
-            None => Err(Problem::internal()),
+            None => {
+                tracing::error!("an MCP tool call reached the tool without the authentication step");
+                Err(Problem::internal())
+            }
         };
         let outcome = result.as_ref().err().map(|p| p.code);
         self.state.metrics.record(Surface::Mcp, op, outcome, started.elapsed());
         let result = match result {
             Ok(reply) => match serde_json::to_value(response::Envelope::new(&reply, &request_id)) {
                 Ok(envelope) => CallToolResult::structured(envelope),
-                Err(_) => CallToolResult::structured_error(response::problem_body(&Problem::internal(), &request_id)),
+                Err(error) => {
+                    tracing::error!(%error, "could not serialize a tool result");
+                    CallToolResult::structured_error(response::problem_body(&Problem::internal(), &request_id))
+                }
             },
             Err(problem) => CallToolResult::structured_error(response::problem_body(&problem, &request_id)),
         };

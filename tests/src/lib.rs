@@ -10,6 +10,7 @@ pub mod knowledge;
 pub mod llm;
 pub mod process;
 pub mod provider;
+pub mod proxy;
 pub mod raw;
 pub mod stack;
 

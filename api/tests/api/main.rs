@@ -20,4 +20,5 @@ mod mcp;
 mod public;
 mod reconcile;
 mod resource_metadata;
+mod revision_states;
 mod workspaces;

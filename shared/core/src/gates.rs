@@ -40,7 +40,10 @@ impl Gates {
     pub async fn enter(&self, workspace: WorkspaceId) -> Result<Turn<'_>, Problem> {
         let gate = match self.open.lock() {
             Ok(mut open) => open.entry(workspace).or_default().clone(),
-            Err(_) => return Err(Problem::internal()),
+            Err(_) => {
+                tracing::error!(%workspace, "the gates' lock is poisoned (a panic while it was held)");
+                return Err(Problem::internal());
+            }
         };
         let mut turn = Turn { gates: self, workspace, guard: None };
         match tokio::time::timeout(self.wait, gate.lock_owned()).await {
@@ -48,7 +51,10 @@ impl Gates {
                 turn.guard = Some(guard);
                 Ok(turn)
             }
-            Err(_) => Err(Problem::busy()),
+            Err(_) => {
+                tracing::warn!(%workspace, wait = ?self.wait, "busy: no turn at the Workspace's gate in time");
+                Err(Problem::busy())
+            }
         }
     }
 

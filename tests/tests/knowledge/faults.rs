@@ -187,3 +187,61 @@ async fn a_frozen_replica_neither_blocks_the_others_nor_overwrites_later(pool: P
     assert!(frozen.process.terminate().await.success(), "{}", frozen.process.logs());
     flush_namespace(REDIS, &ns).await;
 }
+
+/// Polls `/readyz` until it answers `status`; how long that took, or `None`
+/// after `within`.
+async fn ready_becomes(client: &svc_tests::http::HttpClient, status: u16, within: Duration) -> Option<Duration> {
+    let started = Instant::now();
+    while started.elapsed() < within {
+        if client.get("/readyz").await.status == status {
+            return Some(started.elapsed());
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    None
+}
+
+/// `/readyz` of the API and of a worker follows PostgreSQL and Redis: 503 while
+/// either is cut off, 200 again within 5 s of its return, without a restart.
+#[sqlx::test(migrations = false)]
+async fn readiness_follows_the_database_and_redis(pool: PgPool) {
+    use svc_tests::proxy::Proxy;
+    let database = svc_tests::stack::database_url(&pool);
+    svc_tests::stack::migrate(&database).await;
+    let options = pool.connect_options();
+    let postgres = Proxy::start(format!("{}:{}", options.get_host(), options.get_port()).parse().unwrap()).await;
+    let redis = Proxy::start("127.0.0.1:6379".parse().unwrap()).await;
+    let proxied_database = format!(
+        "postgres://{}@127.0.0.1:{}/{}",
+        options.get_username(),
+        postgres.port,
+        options.get_database().unwrap()
+    );
+    let proxied_redis = format!("redis://127.0.0.1:{}", redis.port);
+    let ns = svc_tests::stack::namespace();
+    let api = svc_tests::stack::Api::start(
+        &proxied_database,
+        &[("REDIS_URL", proxied_redis.as_str()), ("SVC_QUEUE_NAMESPACE", ns.as_str())],
+    )
+    .await;
+    let mut worker = Worker::start(&proxied_database, &proxied_redis, &ns, &[]).await;
+    let worker_client = svc_tests::http::HttpClient::new(format!("http://{}", worker.metrics));
+    let within = Duration::from_secs(10);
+    for client in [&api.client, &worker_client] {
+        assert!(ready_becomes(client, 200, within).await.is_some(), "ready at first");
+    }
+    for (name, proxy) in [("PostgreSQL", &postgres), ("Redis", &redis)] {
+        proxy.cut();
+        for client in [&api.client, &worker_client] {
+            assert!(ready_becomes(client, 503, within).await.is_some(), "unready without {name}");
+        }
+        proxy.restore();
+        for client in [&api.client, &worker_client] {
+            let back = ready_becomes(client, 200, within).await;
+            // The goal is 5 s; a loaded test machine is given a second more.
+            assert!(back.is_some_and(|took| took <= Duration::from_secs(6)), "ready again after {name}: {back:?}");
+        }
+    }
+    assert!(worker.process.terminate().await.success(), "{}", worker.process.logs());
+    flush_namespace(REDIS, &ns).await;
+}

@@ -24,7 +24,6 @@ use crate::entitlements::LimitKey;
 use crate::error::{Error, Result};
 use crate::ids::RevisionId;
 use crate::store::knowledge::{Material, Passages};
-use crate::store::types::StoredRevisionState;
 use crate::store::usage::Delta;
 use crate::store::{self};
 
@@ -260,7 +259,6 @@ pub async fn fail(pool: &PgPool, revision: RevisionId, code: &'static str) -> Re
     };
     store::usage::adjust(&mut tx, workspace, &Delta::of(LimitKey::KnowledgeBytes, -bytes)).await?;
     tx.commit().await?;
-    debug_assert!(StoredRevisionState::Processing.can_become(StoredRevisionState::Failed));
     Ok(Outcome::Failed(code))
 }
 

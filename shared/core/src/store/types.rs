@@ -82,7 +82,9 @@ pub enum StoredRevisionState {
 }
 
 impl StoredRevisionState {
-    /// Whether a revision in this state may move to `next`.
+    /// Whether a revision in this state may move to `next`. PostgreSQL refuses
+    /// every other change of state (migration 0012); a test checks that both
+    /// agree on every pair.
     pub fn can_become(self, next: StoredRevisionState) -> bool {
         use StoredRevisionState::*;
         matches!(
