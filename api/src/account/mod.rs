@@ -97,6 +97,7 @@ pub fn routes() -> Router<AppState> {
         .route(&format!("{PATH}/join/accept"), post(join::accept))
         .route(&format!("{PATH}/assets/account.js"), get(script))
         .route(&format!("{PATH}/assets/account.css"), get(style))
+        .route(&format!("{PATH}/assets/icon.svg"), get(icon))
 }
 
 async fn script() -> Response {
@@ -105,6 +106,10 @@ async fn script() -> Response {
 
 async fn style() -> Response {
     asset("text/css; charset=utf-8", include_str!("assets/account.css"))
+}
+
+async fn icon() -> Response {
+    asset("image/svg+xml", include_str!("assets/icon.svg"))
 }
 
 fn asset(content_type: &'static str, body: &'static str) -> Response {
