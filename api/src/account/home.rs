@@ -16,10 +16,7 @@ use crate::app::AppState;
 pub async fn show(State(state): State<AppState>, headers: HeaderMap) -> Response {
     let signed = match signed_in(&state, &headers).await {
         Ok(Some(signed)) => signed,
-        Ok(None) => {
-            let main = render(include_str!("templates/sign_in.html"), &[], &[]);
-            return page(StatusCode::OK, "Sign in", main, None);
-        }
+        Ok(None) => return super::sign_in_page(&state, "Sign in"),
         Err(response) => return response,
     };
     let list = call(&state, &signed, None, OperationId::WorkspaceList, json!({ "pageSize": 100 })).await;

@@ -72,10 +72,7 @@ pub async fn confirm(State(state): State<AppState>, headers: HeaderMap) -> Respo
     let Some(code) = cookie(&headers, INVITE_COOKIE) else { return see_other(PATH) };
     let signed = match signed_in(&state, &headers).await {
         Ok(Some(signed)) => signed,
-        Ok(None) => {
-            let main = render(include_str!("templates/sign_in.html"), &[], &[]);
-            return page(StatusCode::OK, "Sign in to join", main, None);
-        }
+        Ok(None) => return super::sign_in_page(&state, "Sign in to join"),
         Err(response) => return response,
     };
     if let Err(problem) = caller(&state, &signed, None).await {

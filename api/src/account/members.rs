@@ -99,14 +99,14 @@ async fn workspace_form(
     Ok((signed, ws, form))
 }
 
-fn role_field(form: &Form) -> Result<Role, Response> {
+fn role_field(form: &Form) -> Result<Role, Problem> {
     form.get("role")
         .and_then(Role::parse)
-        .ok_or_else(|| failure(Problem::invalid("role", "Choose a role: owner, admin or member.")))
+        .ok_or_else(|| Problem::invalid("role", "Choose a role: owner, admin or member."))
 }
 
-fn user_field(form: &Form) -> Result<UserId, Response> {
-    form.get("userId").and_then(UserId::parse).ok_or_else(|| failure(Problem::not_found("member")))
+fn user_field(form: &Form) -> Result<UserId, Problem> {
+    form.get("userId").and_then(UserId::parse).ok_or_else(|| Problem::not_found("member"))
 }
 
 fn back(ws: &WorkspaceContext) -> Response {
@@ -128,7 +128,7 @@ pub async fn invite(
     };
     let role = match role_field(&form) {
         Ok(role) => role,
-        Err(response) => return response,
+        Err(problem) => return failure(problem),
     };
     let user = match caller(&state, &signed, Some(&workspace)).await {
         Ok(svc_core::Caller { principal: svc_core::caller::Principal::User(user), .. }) => user.id,
@@ -168,7 +168,7 @@ pub async fn change_role(
     };
     let (role, user) = match (role_field(&form), user_field(&form)) {
         (Ok(role), Ok(user)) => (role, user),
-        (Err(response), _) | (_, Err(response)) => return response,
+        (Err(problem), _) | (_, Err(problem)) => return failure(problem),
     };
     match svc_core::account::change_role(state.service.pool(), &ws, user, role).await {
         Ok(()) => back(&ws),
@@ -189,7 +189,7 @@ pub async fn remove(
     };
     let user = match user_field(&form) {
         Ok(user) => user,
-        Err(response) => return response,
+        Err(problem) => return failure(problem),
     };
     match svc_core::account::remove_member(state.service.pool(), &ws, user).await {
         Ok(()) => back(&ws),

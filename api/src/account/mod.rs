@@ -45,6 +45,9 @@ pub struct Account {
     secure_cookies: bool,
     /// The CLI's issuer and client id, for the next-steps page.
     cli_hint: String,
+    /// With the development identity provider: sign-in may ask for a new
+    /// local User, so a local run shows first-time setup too.
+    dev: bool,
 }
 
 impl Account {
@@ -67,7 +70,13 @@ impl Account {
             ),
             _ => None,
         };
-        Ok(Self { relying_party, cli_hint: format!("svc auth login --endpoint {base_url}"), base_url, secure_cookies })
+        Ok(Self {
+            relying_party,
+            cli_hint: format!("svc auth login --endpoint {base_url}"),
+            base_url,
+            secure_cookies,
+            dev: config.dev_idp,
+        })
     }
 
     pub fn url(&self) -> String {
@@ -202,4 +211,18 @@ pub fn failure(problem: Problem) -> Response {
 /// The application's state within the API's.
 pub fn of(state: &AppState) -> &Arc<Account> {
     &state.account
+}
+
+/// The sign-in page (with the development provider, also as a new User).
+pub fn sign_in_page(state: &AppState, title: &str) -> Response {
+    let dev = if of(state).dev {
+        web::Html(format!(
+            "<p><a href=\"{PATH}/sign-in?as=new\">Sign in as a new local User</a> \
+             <span class=\"muted\">(development identity provider: shows first-time setup)</span></p>"
+        ))
+    } else {
+        web::Html(String::new())
+    };
+    let main = web::render(include_str!("templates/sign_in.html"), &[], &[("dev", &dev)]);
+    web::page(StatusCode::OK, title, main, None)
 }

@@ -15,7 +15,7 @@ use crate::app::AppState;
 /// `GET /account/sign-in`: records the sign-in under way and sends the browser
 /// to the provider. The record is bound to this browser by a cookie, so a
 /// callback started elsewhere (login CSRF) finds nothing.
-pub async fn start(State(state): State<AppState>) -> Response {
+pub async fn start(State(state): State<AppState>, uri: Uri) -> Response {
     let account = of(&state);
     let Some(relying_party) = &account.relying_party else {
         return error_page(StatusCode::SERVICE_UNAVAILABLE, "Sign-in is not configured on this server.", PATH);
@@ -23,7 +23,10 @@ pub async fn start(State(state): State<AppState>) -> Response {
     let (Ok(challenge), Ok(binding)) = (Challenge::new(), random_token()) else {
         return error_page(StatusCode::INTERNAL_SERVER_ERROR, "No randomness is available; try again.", PATH);
     };
-    let url = match relying_party.authorization_url(&challenge).await {
+    // `?as=new` with the development provider: a new local User signs in.
+    let new_user = account.dev && uri.query() == Some("as=new");
+    let hint = new_user.then(|| format!("{}{}", crate::devidp::NEW_USER_PREFIX, &binding[..12].replace('-', "x")));
+    let url = match relying_party.authorization_url(&challenge, hint.as_deref()).await {
         Ok(url) => url,
         Err(error) => {
             tracing::warn!(%error, "the identity provider cannot be reached");

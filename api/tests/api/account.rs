@@ -89,7 +89,11 @@ impl Site {
 
     /// Signs in through the development issuer; returns the callback's answer.
     async fn sign_in(&mut self) -> TestResponse {
-        let start = self.get("/account/sign-in").await;
+        self.sign_in_at("/account/sign-in").await
+    }
+
+    async fn sign_in_at(&mut self, path: &str) -> TestResponse {
+        let start = self.get(path).await;
         assert_eq!(start.status, 303, "{}", start.text());
         let authorize = start.header("location").unwrap().to_owned();
         for parameter in ["code_challenge_method=S256", "state=", "nonce=", "code_challenge=", "response_type=code"] {
@@ -260,4 +264,23 @@ async fn cookies_are_secure_off_loopback(pool: PgPool) {
     for flag in ["Secure", "HttpOnly", "SameSite=Lax", "Path=/account"] {
         assert!(cookie.contains(flag), "{flag} in {cookie}");
     }
+}
+
+#[sqlx::test(migrations = "../migrations")]
+async fn the_development_provider_signs_in_new_local_users_on_request(pool: PgPool) {
+    let mut site = Site::start(pool).await;
+    assert!(site.get("/account").await.text().contains("href=\"/account/sign-in?as=new\""));
+    let mut subjects = Vec::new();
+    for path in ["/account/sign-in?as=new", "/account/sign-in?as=new", "/account/sign-in"] {
+        site.cookies.clear();
+        assert_eq!(site.sign_in_at(path).await.status, 303);
+        let subject: String = sqlx::query_scalar("SELECT subject FROM web_sessions ORDER BY id DESC LIMIT 1")
+            .fetch_one(&site.pool)
+            .await
+            .unwrap();
+        subjects.push(subject);
+    }
+    assert!(subjects[0].starts_with("dev-user-") && subjects[1].starts_with("dev-user-"), "{subjects:?}");
+    assert_ne!(subjects[0], subjects[1]);
+    assert_eq!(subjects[2], "local-developer");
 }

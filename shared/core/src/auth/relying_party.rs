@@ -119,7 +119,8 @@ impl RelyingParty {
     }
 
     /// Where to send the browser to sign in.
-    pub async fn authorization_url(&self, challenge: &Challenge) -> Result<String, String> {
+    /// `login_hint` (OIDC Core §3.1.2.1) tells the provider whom to sign in.
+    pub async fn authorization_url(&self, challenge: &Challenge, login_hint: Option<&str>) -> Result<String, String> {
         let endpoints = self.endpoints().await?;
         let mut url =
             Url::parse(&endpoints.authorization_endpoint).map_err(|e| format!("bad authorization endpoint: {e}"))?;
@@ -133,6 +134,9 @@ impl RelyingParty {
             .append_pair("nonce", &challenge.nonce)
             .append_pair("code_challenge", &code_challenge)
             .append_pair("code_challenge_method", "S256");
+        if let Some(hint) = login_hint {
+            url.query_pairs_mut().append_pair("login_hint", hint);
+        }
         Ok(url.into())
     }
 
