@@ -201,6 +201,8 @@ pub fn failure(problem: Problem) -> Response {
             }
             response
         }
+        // A Workspace of someone else's is simply not there (contract §1).
+        ProblemCode::WorkspaceSelectionRequired => error_page(StatusCode::NOT_FOUND, &problem.message, PATH),
         _ => {
             let status = StatusCode::from_u16(problem.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
             error_page(status, &problem.message, PATH)

@@ -248,8 +248,8 @@ async fn role_rules_hold(pool: PgPool) {
     // Someone outside the Workspace sees nothing of it.
     app.user("zed").await;
     let mut zed = Browser::of(&app, "zed").await;
-    assert_eq!(zed.get(&format!("/account/workspaces/{ws}")).await.status, 400);
-    assert_eq!(remove(&mut zed, &adam_id).await, 400);
+    assert_eq!(zed.get(&format!("/account/workspaces/{ws}")).await.status, 404);
+    assert_eq!(remove(&mut zed, &adam_id).await, 404);
     assert_eq!(role_of(&app, &ws, "adam").await.as_deref(), Some("admin"));
 }
 
