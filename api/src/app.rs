@@ -44,6 +44,8 @@ pub struct AppState {
     pub resource_metadata: Arc<crate::resource_metadata::ResourceMetadata>,
     /// The development identity provider, with `--dev-idp`.
     pub dev_idp: Option<Arc<crate::devidp::DevIdp>>,
+    /// The web application at `/account`.
+    pub account: Arc<crate::account::Account>,
 }
 
 impl AppState {
@@ -54,6 +56,7 @@ impl AppState {
             Some(idp) => Some(idp.trust()),
             None => config.oidc()?,
         };
+        let account = Arc::new(crate::account::Account::new(config, oidc.as_ref())?);
         let service = Service::new(pool, Some(queue), config.core_with(oidc))
             .map_err(|e| anyhow::anyhow!(e))?
             .with_llm(config.llm()?);
@@ -70,6 +73,7 @@ impl AppState {
             )),
             resource_metadata: Arc::new(crate::resource_metadata::ResourceMetadata::new(config)),
             dev_idp,
+            account,
         })
     }
 }
@@ -121,6 +125,7 @@ pub fn router(state: AppState, config: &ServeConfig, shutdown: CancellationToken
         .route(&format!("{}/api/mcp", crate::resource_metadata::PATH), resource_metadata)
         .merge(mcp)
         .merge(dev_idp)
+        .merge(crate::account::routes())
         .layer(middleware::from_fn_with_state(state.clone(), crate::resource_metadata::challenge))
         .fallback(not_found)
         .with_state(state)

@@ -89,6 +89,18 @@ pub struct ServeConfig {
     /// OAuth scopes the client requests (comma-separated).
     #[arg(long, env = "SVC_OIDC_SCOPES", value_delimiter = ',', default_value = "openid,profile,email,offline_access")]
     pub oidc_scopes: Vec<String>,
+    /// OAuth client id of the web application at `/account` (sign-up and
+    /// setup); defaults to `SVC_OIDC_CLIENT_ID`.
+    #[arg(long, env = "SVC_ACCOUNT_CLIENT_ID")]
+    pub account_client_id: Option<String>,
+    /// Its client secret, where the provider wants a confidential client
+    /// (sent as `client_secret_basic`); unset: a public client with PKCE.
+    #[arg(long, env = "SVC_ACCOUNT_CLIENT_SECRET", hide_env_values = true)]
+    pub account_client_secret: Option<SecretString>,
+    /// Its redirect URI, registered at the provider; defaults to
+    /// `{base_url}/account/callback`.
+    #[arg(long, env = "SVC_ACCOUNT_REDIRECT_URI")]
+    pub account_redirect_uri: Option<String>,
     /// Seconds in-flight requests get to finish after SIGTERM.
     #[arg(long, env = "SVC_SHUTDOWN_GRACE_SECS", default_value_t = DEFAULT_SHUTDOWN_GRACE_SECS)]
     pub shutdown_grace_secs: u64,
@@ -184,6 +196,19 @@ impl ServeConfig {
             (None, true) => Some(DEFAULT_DEV_CLIENT_ID.to_owned()),
             (id, _) => id.clone(),
         }
+    }
+
+    /// The web application's client id: its own, else the CLI's.
+    pub fn account_client_id(&self) -> Option<String> {
+        self.account_client_id.clone().or_else(|| self.client_id())
+    }
+
+    pub fn account_client_secret(&self) -> Option<String> {
+        self.account_client_secret.as_ref().map(|s| s.expose_secret().to_owned())
+    }
+
+    pub fn account_redirect_uri(&self) -> String {
+        self.account_redirect_uri.clone().unwrap_or_else(|| format!("{}/account/callback", self.public_base_url()))
     }
 
     /// The audience tokens of the development identity provider carry:
@@ -297,6 +322,9 @@ impl Default for ServeConfig {
             oidc_jwks_file: None,
             oidc_client_id: None,
             oidc_scopes: vec!["openid".into(), "profile".into(), "email".into(), "offline_access".into()],
+            account_client_id: None,
+            account_client_secret: None,
+            account_redirect_uri: None,
             shutdown_grace_secs: DEFAULT_SHUTDOWN_GRACE_SECS,
             header_read_timeout_secs: DEFAULT_HEADER_READ_TIMEOUT_SECS,
             body_read_timeout_secs: DEFAULT_BODY_READ_TIMEOUT_SECS,

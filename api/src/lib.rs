@@ -3,6 +3,7 @@
 //! request becomes a call into `svc-core`.
 
 pub mod access;
+pub mod account;
 pub mod admin;
 pub mod app;
 pub mod body;

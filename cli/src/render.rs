@@ -117,6 +117,25 @@ mod tests {
         assert_eq!(render_lines(&failure), ["error: invalid_request: Bad. (request req_9)", "  /name: is required"]);
     }
 
+    #[test]
+    fn setup_required_prints_where_to_finish_signing_up() {
+        let url = "https://svc.example/account";
+        let failure = Failure::answered(json!({
+            "error": {"code": "setup_required", "message": format!("Finish signing up in the web application at {url} before using this client."), "details": {"setupUrl": url}},
+            "meta": {"requestId": "req_3"}
+        }));
+        assert_eq!(
+            render_lines(&failure),
+            [
+                format!(
+                    "error: setup_required: Finish signing up in the web application at {url} before using this client. (request req_3)"
+                ),
+                format!("  setupUrl: {url}"),
+            ]
+        );
+        assert_eq!(failure.exit_code(), 3);
+    }
+
     fn render_lines(f: &Failure) -> Vec<String> {
         failure(f).lines().map(str::to_owned).collect()
     }

@@ -10,6 +10,11 @@
 // (default svc-cli), OIDC_ACCOUNT (default alice), OIDC_ACCESS_TOKEN_TTL in
 // seconds (default 3600).
 //
+// For the web application's tests: OIDC_ACCOUNTS (comma-separated: each new
+// browser session signs in the next one; the last one repeats), and a
+// confidential web client OIDC_WEB_CLIENT_ID / OIDC_WEB_CLIENT_SECRET with
+// redirect URI OIDC_WEB_REDIRECT_URI, whose ID tokens carry email and name.
+//
 // Prints one JSON line on stdout when listening, {"issuer": "http://127.0.0.1:PORT"},
 // then one per issued grant, {"event": "grant", "grantType": "..."}.
 
@@ -22,6 +27,22 @@ const audience = process.env.OIDC_AUDIENCE ?? 'https://api.svc.test';
 const clientId = process.env.OIDC_CLIENT_ID ?? 'svc-cli';
 const account = process.env.OIDC_ACCOUNT ?? 'alice';
 const accessTokenTtl = Number(process.env.OIDC_ACCESS_TOKEN_TTL ?? 3600);
+const accounts = (process.env.OIDC_ACCOUNTS ?? account).split(',');
+let nextAccount = 0;
+const webClientId = process.env.OIDC_WEB_CLIENT_ID;
+const webClients = webClientId
+  ? [
+      {
+        client_id: webClientId,
+        client_secret: process.env.OIDC_WEB_CLIENT_SECRET,
+        application_type: 'web',
+        token_endpoint_auth_method: 'client_secret_basic',
+        redirect_uris: [process.env.OIDC_WEB_REDIRECT_URI],
+        grant_types: ['authorization_code'],
+        response_types: ['code'],
+      },
+    ]
+  : [];
 
 const server = http.createServer();
 await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
@@ -41,7 +62,10 @@ const provider = new Provider(issuer, {
       grant_types: ['authorization_code', 'refresh_token'],
       response_types: ['code'],
     },
+    ...webClients,
   ],
+  // The web client reads the User's e-mail and name from the ID token.
+  conformIdTokenClaims: !webClientId,
   jwks: { keys: [signingKey] },
   cookies: { keys: [crypto.randomBytes(32).toString('hex')] },
   scopes: ['openid', 'offline_access', 'profile', 'email'],
@@ -84,7 +108,7 @@ provider.on('grant.success', (ctx) => {
 async function interaction(req, res) {
   const details = await provider.interactionDetails(req, res);
   if (details.prompt.name === 'login') {
-    await provider.interactionFinished(req, res, { login: { accountId: account } }, { mergeWithLastSubmission: false });
+    await provider.interactionFinished(req, res, { login: { accountId: accounts[Math.min(nextAccount++, accounts.length - 1)] } }, { mergeWithLastSubmission: false });
     return;
   }
   const grant = details.grantId

@@ -36,6 +36,9 @@ pub const EMAIL: &str = "developer@svc.localhost";
 pub const NAME: &str = "Local Developer";
 /// Where the issuer lives under the base URL.
 pub const PATH: &str = "/dev/oidc";
+/// A `login_hint` starting so signs in a new local User of that subject (the
+/// web application's "new User" sign-in, to show first-time setup locally).
+pub const NEW_USER_PREFIX: &str = "dev-user-";
 /// The scopes the issuer knows; others asked for are left out of the grant.
 pub const SCOPES: [&str; 4] = ["openid", "profile", "email", "offline_access"];
 
@@ -77,11 +80,17 @@ impl DevIdp {
     /// An access token of the local User for the API (RFC 9068 shape) and when
     /// it expires, in seconds since the epoch.
     pub fn access_token(&self, scope: &str, lifetime: Duration) -> anyhow::Result<(String, u64)> {
+        self.access_token_of(SUBJECT, scope, lifetime)
+    }
+
+    /// An access token of `subject` (the local User, or a new one the web
+    /// application asked for with `login_hint`).
+    fn access_token_of(&self, subject: &str, scope: &str, lifetime: Duration) -> anyhow::Result<(String, u64)> {
         let now = now_secs();
         let expires_at = now + lifetime.as_secs();
         let claims = json!({
             "iss": self.issuer,
-            "sub": SUBJECT,
+            "sub": subject,
             "aud": self.audience,
             "client_id": self.client_id,
             "scope": scope,
@@ -93,18 +102,20 @@ impl DevIdp {
     }
 
     /// An OpenID Connect ID token of the local User for the client.
-    fn id_token(&self, nonce: Option<&str>, lifetime: Duration) -> anyhow::Result<String> {
+    fn id_token(&self, subject: &str, nonce: Option<&str>, lifetime: Duration) -> anyhow::Result<String> {
         let now = now_secs();
+        let (email, name) =
+            if subject == SUBJECT { (EMAIL.to_owned(), NAME) } else { (format!("{subject}@svc.localhost"), "") };
         let mut claims = json!({
             "iss": self.issuer,
-            "sub": SUBJECT,
+            "sub": subject,
             "aud": self.client_id,
             "iat": now,
             "auth_time": now,
             "exp": now + lifetime.as_secs(),
-            "email": EMAIL,
+            "email": email,
             "email_verified": true,
-            "name": NAME,
+            "name": name,
         });
         if let Some(nonce) = nonce {
             claims["nonce"] = nonce.into();

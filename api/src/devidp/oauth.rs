@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 use url::Url;
 
 use super::signer::{random_token, s256};
-use super::{DevIdp, SCOPES, is_loopback};
+use super::{DevIdp, NEW_USER_PREFIX, SCOPES, SUBJECT, is_loopback};
 
 const CODE_LIFETIME: Duration = Duration::from_secs(60);
 const ACCESS_TOKEN_LIFETIME: Duration = Duration::from_secs(3600);
@@ -24,6 +24,7 @@ const REFRESH_TOKEN_LIFETIME: Duration = Duration::from_secs(30 * 24 * 3600);
 
 /// An authorization code waiting to be exchanged.
 struct CodeGrant {
+    subject: String,
     redirect_uri: String,
     challenge: String,
     scope: String,
@@ -33,6 +34,7 @@ struct CodeGrant {
 
 /// A refresh token's grant (the token is used once: each refresh rotates it).
 struct RefreshGrant {
+    subject: String,
     scope: String,
     expires: Instant,
 }
@@ -58,11 +60,18 @@ impl Grants {
         (grant.expires > Instant::now()).then_some(grant)
     }
 
-    fn add_refresh(&self, token: String, scope: &str) {
+    fn add_refresh(&self, token: String, subject: &str, scope: &str) {
         if let Ok(mut refresh) = self.refresh.lock() {
             let now = Instant::now();
             refresh.retain(|_, g| g.expires > now);
-            refresh.insert(token, RefreshGrant { scope: scope.to_owned(), expires: now + REFRESH_TOKEN_LIFETIME });
+            refresh.insert(
+                token,
+                RefreshGrant {
+                    subject: subject.to_owned(),
+                    scope: scope.to_owned(),
+                    expires: now + REFRESH_TOKEN_LIFETIME,
+                },
+            );
         }
     }
 
@@ -117,6 +126,17 @@ fn loopback_redirect(text: &str) -> Option<Url> {
     let url = Url::parse(text).ok()?;
     (is_loopback(&url) && url.fragment().is_none() && url.username().is_empty() && url.password().is_none())
         .then_some(url)
+}
+
+/// Who signs in: the local User, or a new local User the hint names
+/// (`dev-user-` and up to 40 letters, digits, `-` or `_`).
+fn login_subject(hint: Option<&str>) -> String {
+    let new_user = hint.filter(|h| {
+        h.strip_prefix(NEW_USER_PREFIX).is_some_and(|rest| {
+            (1..=40).contains(&rest.len()) && rest.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        })
+    });
+    new_user.unwrap_or(SUBJECT).to_owned()
 }
 
 /// RFC 7636 §4.1: 43 to 128 characters of `[A-Za-z0-9-._~]`.
@@ -182,6 +202,7 @@ pub async fn authorize(State(idp): State<Arc<DevIdp>>, uri: Uri) -> Response {
         return refuse("server_error", "No randomness available.");
     };
     let grant = CodeGrant {
+        subject: login_subject(param("login_hint")),
         redirect_uri: redirect_uri.to_owned(),
         challenge: challenge.to_owned(),
         scope: granted_scope(param("scope")),
@@ -275,7 +296,7 @@ fn exchange_code(
     if !matches {
         return Err(refused("invalid_grant", "The code_verifier does not match the code_challenge."));
     }
-    issue(idp, &grant.scope, grant.nonce.as_deref())
+    issue(idp, &grant.subject, &grant.scope, grant.nonce.as_deref())
 }
 
 fn refresh(idp: &DevIdp, token: Option<&str>) -> Result<Value, OauthError> {
@@ -284,16 +305,16 @@ fn refresh(idp: &DevIdp, token: Option<&str>) -> Result<Value, OauthError> {
         .grants
         .take_refresh(token)
         .ok_or_else(|| refused("invalid_grant", "The refresh token is unknown, used already, or expired."))?;
-    issue(idp, &grant.scope, None)
+    issue(idp, &grant.subject, &grant.scope, None)
 }
 
 /// A token answer: an access token, a new refresh token and, for `openid`, an
 /// ID token.
-fn issue(idp: &DevIdp, scope: &str, nonce: Option<&str>) -> Result<Value, OauthError> {
+fn issue(idp: &DevIdp, subject: &str, scope: &str, nonce: Option<&str>) -> Result<Value, OauthError> {
     let failed = |error: anyhow::Error| refused("server_error", error.to_string());
-    let (access_token, _) = idp.access_token(scope, ACCESS_TOKEN_LIFETIME).map_err(failed)?;
+    let (access_token, _) = idp.access_token_of(subject, scope, ACCESS_TOKEN_LIFETIME).map_err(failed)?;
     let refresh_token = random_token(32).map_err(failed)?;
-    idp.grants.add_refresh(refresh_token.clone(), scope);
+    idp.grants.add_refresh(refresh_token.clone(), subject, scope);
     let mut answer = json!({
         "access_token": access_token,
         "token_type": "Bearer",
@@ -302,7 +323,7 @@ fn issue(idp: &DevIdp, scope: &str, nonce: Option<&str>) -> Result<Value, OauthE
         "scope": scope,
     });
     if scope.split(' ').any(|s| s == "openid") {
-        answer["id_token"] = idp.id_token(nonce, ACCESS_TOKEN_LIFETIME).map_err(failed)?.into();
+        answer["id_token"] = idp.id_token(subject, nonce, ACCESS_TOKEN_LIFETIME).map_err(failed)?.into();
     }
     Ok(answer)
 }
@@ -335,6 +356,20 @@ mod tests {
         assert!(valid_verifier(verifier) && valid_challenge(&s256(verifier)));
         assert!(!valid_verifier("short") && !valid_verifier(&"a".repeat(129)) && !valid_verifier(&"é".repeat(43)));
         assert!(!valid_challenge(verifier.get(..42).unwrap()) && !valid_challenge(&format!("{}=", &verifier[..42])));
+    }
+
+    #[test]
+    fn a_login_hint_names_a_new_local_user_or_nobody() {
+        assert_eq!(login_subject(Some("dev-user-abc_1")), "dev-user-abc_1");
+        for other in [
+            None,
+            Some("admin"),
+            Some("dev-user-"),
+            Some("dev-user-a b"),
+            Some(&*format!("dev-user-{}", "x".repeat(41))),
+        ] {
+            assert_eq!(login_subject(other), SUBJECT, "{other:?}");
+        }
     }
 
     #[test]

@@ -3,6 +3,8 @@
 
 #![expect(clippy::unwrap_used, reason = "a test should stop at the first surprise")]
 
+mod account;
+mod account_members;
 mod agents;
 mod answers;
 mod api_keys;

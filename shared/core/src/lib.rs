@@ -4,6 +4,7 @@
 //! [`Service::call`]), the operation handlers, the store (all SQL), idempotency
 //! and entitlements.
 
+pub mod account;
 pub mod admin;
 pub mod answers;
 pub mod auth;

@@ -247,6 +247,28 @@ impl Session<'_> {
         })?;
         // Verified before a connection is taken: a key fetch may be slow.
         let token = verifier.verify(token).await?;
+        self.identify_user(&token, selector).await
+    }
+
+    /// The caller of a User whose identity was established another way than a
+    /// bearer token: the web application's session, started with a verified
+    /// ID token (`issued_at`: when the session started). The same checks
+    /// follow as for a token: setup, revoked sessions, Workspace selection.
+    pub async fn authenticate_identity(
+        &mut self,
+        identity: &auth::jwt::VerifiedToken,
+        workspace: Option<&str>,
+    ) -> Result<Caller, Problem> {
+        self.identify_user(identity, &Selector::parse(workspace)).await.map_err(Error::into_problem)
+    }
+
+    async fn identify_user(
+        &mut self,
+        token: &auth::jwt::VerifiedToken,
+        selector: &Selector,
+    ) -> crate::error::Result<Caller> {
+        let service = self.service;
+        let setup_required = || setup_required(&service.config.public_base_url);
         let conn = self.conn().await?;
         let found = crate::store::callers::user_with_workspaces(conn, &token.issuer, &token.subject, selector).await?;
         let Some((user, mut workspaces)) = found else { return Err(setup_required().into()) };
@@ -350,8 +372,20 @@ impl Session<'_> {
     }
 }
 
-fn setup_required() -> Problem {
-    Problem::new(ProblemCode::SetupRequired, "Finish signing up in the web application before using this client.")
+/// Where a User finishes signing up: the web application of this server.
+pub fn account_url(public_base_url: &str) -> String {
+    format!("{public_base_url}/account")
+}
+
+/// Names the web application in the message and in `details.setupUrl`, so
+/// every surface (and the CLI, which prints both) tells the User where to go.
+fn setup_required(public_base_url: &str) -> Problem {
+    let url = account_url(public_base_url);
+    Problem::new(
+        ProblemCode::SetupRequired,
+        format!("Finish signing up in the web application at {url} before using this client."),
+    )
+    .with_detail("setupUrl", url)
 }
 
 /// `idempotencyKey` belongs to the call, not to the operation's input.

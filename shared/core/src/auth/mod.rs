@@ -3,6 +3,7 @@
 pub mod api_key;
 pub mod jwks;
 pub mod jwt;
+pub mod relying_party;
 
 use svc_contract::{Problem, ProblemCode};
 

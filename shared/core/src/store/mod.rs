@@ -14,11 +14,14 @@ pub mod chat;
 pub mod conversations;
 pub mod entitlements;
 pub mod idempotency;
+pub mod invites;
 pub mod knowledge;
+pub mod members;
 pub mod reconcile;
 pub mod types;
 pub mod usage;
 pub mod users;
+pub mod web_sessions;
 pub mod workspaces;
 
 use sqlx::PgConnection;
