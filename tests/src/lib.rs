@@ -5,6 +5,7 @@
 //! signs with aws-lc-rs directly rather than with the JWT library the service
 //! verifies with, so the two sides are independent implementations.
 
+pub mod commands;
 pub mod http;
 pub mod knowledge;
 pub mod llm;
@@ -12,6 +13,9 @@ pub mod process;
 pub mod provider;
 pub mod raw;
 pub mod stack;
+mod temp;
+
+pub use temp::TempDir;
 
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
