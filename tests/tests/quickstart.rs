@@ -115,8 +115,8 @@ async fn the_readme_quick_start_runs_as_written(pool: PgPool) {
     let repo = repository();
     let readme = std::fs::read_to_string(repo.join("README.md")).unwrap();
     let script = quick_start(&readme);
-    let dir = std::env::temp_dir().join(format!("svc-quickstart-{}", namespace()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let temp = svc_tests::TempDir::new("svc-quickstart");
+    let dir = temp.path().to_owned();
     let env_file = dir.join(".svc-dev.env");
 
     // The one command, on this test's (unmigrated) database, a free port and a
@@ -207,5 +207,4 @@ async fn the_readme_quick_start_runs_as_written(pool: PgPool) {
     }
     assert!(!log.contains("Bearer "), "a credential header reached the log");
     assert!(!lines.iter().any(|l| l["level"] == "ERROR"), "an error was logged:\n{log}");
-    let _ = std::fs::remove_dir_all(&dir);
 }
