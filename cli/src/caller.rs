@@ -9,7 +9,7 @@ use svc_contract::catalog::by_id;
 use svc_contract::{Operation, Problem, ProblemCode, WorkspaceRequirement};
 
 use crate::context::Context;
-use crate::credentials;
+use crate::credentials::{self, Credential};
 use crate::http::{Answer, Call};
 use crate::outcome::Failure;
 
@@ -23,6 +23,17 @@ pub fn call(ctx: &mut Context, op: &Operation, input: &Value) -> Result<Value, F
 /// Calls `op` naming `workspace` explicitly (or none).
 pub fn call_in(ctx: &mut Context, op: &Operation, input: &Value, workspace: Option<&str>) -> Result<Value, Failure> {
     let credential = credentials::resolve(ctx)?;
+    call_as(ctx, op, input, workspace, &credential)
+}
+
+/// Calls `op` with a given credential rather than the one first in line.
+pub fn call_as(
+    ctx: &mut Context,
+    op: &Operation,
+    input: &Value,
+    workspace: Option<&str>,
+    credential: &Credential,
+) -> Result<Value, Failure> {
     let endpoint = ctx.endpoint()?;
     let body = serde_json::to_vec(input).map_err(|e| Failure::transport(format!("Cannot encode the input: {e}")))?;
     let answer = ctx.http.call(&Call {

@@ -139,8 +139,10 @@ fn profile_commands() -> Vec<Command> {
 /// One catalog operation's command.
 fn operation(op: &'static Operation, action: &str) -> Command {
     let flags = flags::property_flags(op);
+    let replacements = named::replacements(op, &flags);
     let mut command = Command::new(action.to_owned())
         .about(op.summary)
+        .override_usage(usage(op, &flags, &replacements))
         .args(flags.iter().map(flags::PropertyFlag::arg))
         .args(named::args(op, &flags))
         .after_help(details(op));
@@ -149,7 +151,36 @@ fn operation(op: &'static Operation, action: &str) -> Command {
             arg.help("`sha256:` and the hex SHA-256 of the content; computed when omitted, checked when given")
         });
     }
+    // A required property that a named flag can supply instead (`--file` for
+    // `--content`) is not required as a flag: the help says so.
+    for replacement in &replacements {
+        command = command.mut_arg(replacement.property, |arg| {
+            let help = arg.get_help().map(ToString::to_string).unwrap_or_default();
+            arg.help(help.replacen("[required", &format!("[required unless {}", replacement.words), 1))
+        });
+    }
     command
+}
+
+/// The usage line: the command, the flags it cannot run without, `[OPTIONS]`.
+/// Stated once here because clap's own line, after a mistake, lists the flags
+/// that were typed as if they were the mandatory ones.
+fn usage(op: &Operation, flags: &[flags::PropertyFlag], replacements: &[named::Replacement]) -> String {
+    let mut line = format!("svc {}", op.cli_command);
+    for flag in flags.iter().filter(|f| f.required) {
+        let arg = flag.arg();
+        let value = arg.get_value_names().and_then(|names| names.first()).map(ToString::to_string);
+        let own = match value {
+            Some(value) => format!("--{} <{value}>", flag.long),
+            None => format!("--{}", flag.long),
+        };
+        match replacements.iter().find(|r| r.property == flag.property) {
+            Some(replacement) => line.push_str(&format!(" ({own} | {})", replacement.usage)),
+            None => line.push_str(&format!(" {own}")),
+        }
+    }
+    line.push_str(" [OPTIONS]");
+    line
 }
 
 /// Operation, credentials, Workspace and the problems the command may return.
@@ -217,6 +248,38 @@ mod tests {
             let command = root.find_subcommand(group).and_then(|g| g.find_subcommand(name));
             assert!(command.is_some(), "{} has no command `{}`", op.id, op.cli_command);
         }
+    }
+
+    fn long_help(group: &str, name: &str) -> String {
+        let mut root = build();
+        root.find_subcommand_mut(group)
+            .and_then(|g| g.find_subcommand_mut(name))
+            .unwrap()
+            .render_long_help()
+            .to_string()
+    }
+
+    #[test]
+    fn flags_that_another_flag_replaces_are_not_shown_as_required() {
+        let help = long_help("knowledge-source", "add");
+        assert!(help.contains("[required unless --file;"), "{help}");
+        assert!(help.contains("[required unless --provenance-kind and --provenance-uri;"), "{help}");
+        assert!(
+            help.contains("Usage: svc knowledge-source add --agent-id <TEXT> --key <TEXT> --title <TEXT> (--provenance <JSON|FILE> | --provenance-kind <TEXT> --provenance-uri <TEXT>)"),
+            "{help}"
+        );
+        assert!(help.contains("(--content <TEXT> | --file <FILE>)"), "{help}");
+        let help = long_help("knowledge-source", "replace");
+        assert!(help.contains("[required unless --file;"), "{help}");
+    }
+
+    #[test]
+    fn a_mistake_shows_the_usage_not_the_flags_typed() {
+        let error = build().try_get_matches_from(["svc", "agent", "list", "--page-size", "5", "--bogus"]).unwrap_err();
+        let text = error.render().to_string();
+        assert!(text.contains("Usage: svc agent list [OPTIONS]\n"), "{text}");
+        let error = build().try_get_matches_from(["svc", "agent", "create", "--nmae", "x"]).unwrap_err();
+        assert!(error.render().to_string().contains("Usage: svc agent create --name <TEXT> [OPTIONS]"), "{error}");
     }
 
     #[test]

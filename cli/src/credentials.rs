@@ -96,6 +96,75 @@ pub struct SessionOrigin {
     pub revocation_endpoint: Option<String>,
 }
 
+/// A credential the client could present, in the order it looks for them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Source {
+    /// `SVC_API_KEY`.
+    Environment,
+    /// The API key a profile saved with `--save-as`.
+    ProfileApiKey(String),
+    /// The User session of a profile (`svc auth login`).
+    ProfileSession(String),
+}
+
+impl Source {
+    /// What it is, in words a user recognises.
+    pub fn describe(&self) -> String {
+        match self {
+            Self::Environment => "SVC_API_KEY from the environment".into(),
+            Self::ProfileApiKey(profile) => format!("the API key of profile {profile} (saved with --save-as)"),
+            Self::ProfileSession(profile) => format!("the session of profile {profile} (svc auth login)"),
+        }
+    }
+
+    /// How to make the client use this one instead of `used`.
+    fn how_to_prefer(&self, used: &Self) -> &'static str {
+        match used {
+            Self::Environment => "unset SVC_API_KEY to use it",
+            Self::ProfileApiKey(_) if matches!(self, Self::ProfileSession(_)) => {
+                "use a profile without an API key (svc profile select --name NAME) to use it"
+            }
+            _ => "",
+        }
+    }
+}
+
+/// Every credential available to the next call, first the one it uses
+/// (contract §14: `SVC_API_KEY`, the profile's API key, its session). Nothing
+/// is read from the credential store: this says only where they would come from.
+pub fn sources(ctx: &Context) -> Result<Vec<Source>, Failure> {
+    let profile = ctx.profile()?;
+    let mut found = Vec::new();
+    if ctx.env.api_key.is_some() {
+        found.push(Source::Environment);
+    }
+    if profile.api_key.is_some() {
+        found.push(Source::ProfileApiKey(ctx.profile_name.clone()));
+    }
+    if profile.session.is_some() {
+        found.push(Source::ProfileSession(ctx.profile_name.clone()));
+    }
+    Ok(found)
+}
+
+/// Lines saying which credential a call used and which it ignored, so a
+/// session shadowed by `SVC_API_KEY` is never a surprise.
+pub fn precedence_note(ctx: &Context) -> String {
+    let Ok(sources) = sources(ctx) else {
+        return String::new();
+    };
+    let Some((used, ignored)) = sources.split_first() else {
+        return String::new();
+    };
+    let mut note = format!("Credential used: {}\n", used.describe());
+    for other in ignored {
+        let hint = other.how_to_prefer(used);
+        let hint = if hint.is_empty() { String::new() } else { format!("; {hint}") };
+        note.push_str(&format!("Ignored: {}, which comes after it{hint}\n", other.describe()));
+    }
+    note
+}
+
 /// The credential for the next call.
 pub fn resolve(ctx: &mut Context) -> Result<Credential, Failure> {
     if let Some(key) = &ctx.env.api_key {

@@ -17,7 +17,7 @@ use sha2::{Digest, Sha256};
 
 use crate::config::session_account;
 use crate::context::Context;
-use crate::credentials::{Session, SessionOrigin, TokenAnswer, load_session, save_session};
+use crate::credentials::{Credential, Session, SessionOrigin, Source, TokenAnswer, load_session, save_session};
 use crate::outcome::{Failure, Output};
 
 /// How long the browser step may take.
@@ -67,10 +67,21 @@ pub fn login(ctx: &mut Context, open_browser: bool) -> Result<Output, Failure> {
     let separator = if provider.authorization.contains('?') { '&' } else { '?' };
     let url = format!("{}{separator}{}", provider.authorization, query.finish());
 
-    if open_browser && launch_browser(&url) {
-        eprintln!("Opened a browser to sign in. If it did not open, visit:\n{url}");
-    } else {
-        eprintln!("Open this address in a browser to sign in:\n{url}");
+    let launched = if open_browser { launch_browser(&url) } else { Launch::NotAsked };
+    match launched {
+        Launch::Opened => eprintln!("Opened a browser to sign in. If it did not open, visit:\n{url}"),
+        Launch::NotAsked => eprintln!("Open this address in a browser to sign in:\n{url}"),
+        Launch::NoDisplay | Launch::Failed => {
+            let why = if launched == Launch::NoDisplay {
+                "No display was found (DISPLAY and WAYLAND_DISPLAY are unset), so no browser was opened."
+            } else {
+                "No browser could be opened."
+            };
+            eprintln!(
+                "{why}\nOpen this address in a browser on this machine (from another machine, forward the port \
+                 first: ssh -L {port}:127.0.0.1:{port} THIS-HOST), or run `svc auth login --no-browser`:\n{url}"
+            );
+        }
     }
     eprintln!("Waiting for the sign-in to complete...");
     let code = receive_code(listener, &state)?;
@@ -111,14 +122,33 @@ pub fn login(ctx: &mut Context, open_browser: bool) -> Result<Output, Failure> {
     if ctx.profile().ok().and_then(|p| p.endpoint).as_deref() != Some(endpoint.as_str()) {
         ctx.update_profile(|profile| profile.endpoint = Some(endpoint))?;
     }
-    save_session(ctx, &session)?;
-    if ctx.profile()?.api_key.is_some() {
-        eprintln!("Note: profile {:?} also holds an API key, which is used before this session.", ctx.profile_name);
-    }
+    let location = save_session(ctx, &session)?;
+    // The answer shows the session just made, whatever would come first later.
     let status = svc_contract::OperationId::IdentityStatus.operation();
-    let envelope = crate::caller::call(ctx, status, &json!({}))?;
+    let signed_in = Credential { bearer: session.access_token.clone().into(), location };
+    let workspace = ctx.workspace()?;
+    let envelope = crate::caller::call_as(ctx, status, &json!({}), workspace.as_deref(), &signed_in)?;
+    if let Some(warning) = shadowed_warning(ctx)? {
+        eprintln!("{warning}");
+    }
     let human = format!("Signed in.\n{}", crate::render::data(&envelope));
     Ok(Output::new(envelope, human))
+}
+
+/// A warning when another credential comes before the new session (contract
+/// §14: `SVC_API_KEY`, then the profile's API key): the next commands would not
+/// use the session, and nothing else would say so.
+fn shadowed_warning(ctx: &Context) -> Result<Option<String>, Failure> {
+    let sources = crate::credentials::sources(ctx)?;
+    let fix = match sources.first() {
+        Some(Source::Environment) => "unset SVC_API_KEY to use the session",
+        Some(Source::ProfileApiKey(_)) => "sign in under another profile (--profile NAME) to use the session",
+        _ => return Ok(None),
+    };
+    let first = sources.first().map(Source::describe).unwrap_or_default();
+    Ok(Some(format!(
+        "Warning: signed in, but commands will keep using {first}, which comes before this session; {fix}."
+    )))
 }
 
 pub fn logout(ctx: &mut Context) -> Result<Output, Failure> {
@@ -190,7 +220,24 @@ fn random_token(bytes: usize) -> Result<String, Failure> {
     Ok(URL_SAFE_NO_PAD.encode(buffer))
 }
 
-fn launch_browser(url: &str) -> bool {
+/// What became of the attempt to open a browser.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Launch {
+    Opened,
+    /// `--no-browser`.
+    NotAsked,
+    /// A Linux or BSD session without a graphical display (SSH, a container).
+    NoDisplay,
+    /// The opener is missing or reported failure.
+    Failed,
+}
+
+/// How long an opener that has not exited yet may still report failure; one
+/// still running after it is taken to have opened the page (some run the
+/// browser in the foreground).
+const OPENER_GRACE: Duration = Duration::from_secs(2);
+
+fn launch_browser(url: &str) -> Launch {
     #[cfg(target_os = "macos")]
     let mut command = std::process::Command::new("open");
     #[cfg(target_os = "windows")]
@@ -200,14 +247,31 @@ fn launch_browser(url: &str) -> bool {
         c
     };
     #[cfg(not(any(target_os = "macos", target_os = "windows")))]
-    let mut command = std::process::Command::new("xdg-open");
-    command
+    let mut command = {
+        let display = |name: &str| std::env::var_os(name).is_some_and(|v| !v.is_empty());
+        if !display("DISPLAY") && !display("WAYLAND_DISPLAY") {
+            return Launch::NoDisplay;
+        }
+        std::process::Command::new("xdg-open")
+    };
+    let child = command
         .arg(url)
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
-        .spawn()
-        .is_ok()
+        .spawn();
+    let Ok(mut child) = child else {
+        return Launch::Failed;
+    };
+    let deadline = Instant::now() + OPENER_GRACE;
+    while Instant::now() < deadline {
+        match child.try_wait() {
+            Ok(Some(status)) if status.success() => return Launch::Opened,
+            Ok(Some(_)) | Err(_) => return Launch::Failed,
+            Ok(None) => std::thread::sleep(Duration::from_millis(50)),
+        }
+    }
+    Launch::Opened
 }
 
 /// Waits for the browser to come back to the loopback address with the code.

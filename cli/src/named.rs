@@ -109,6 +109,35 @@ pub fn args(op: &Operation, flags: &[PropertyFlag]) -> Vec<Arg> {
     args
 }
 
+/// A required property that named flags supply instead of the property's own
+/// flag: `content` (`--file`) and flat objects (`--provenance-kind` and
+/// `--provenance-uri`).
+pub struct Replacement {
+    pub property: &'static str,
+    /// The alternative in words, for the help: `--file`.
+    pub words: String,
+    /// The alternative in a usage line: `--file <FILE>`.
+    pub usage: String,
+}
+
+pub fn replacements(op: &Operation, flags: &[PropertyFlag]) -> Vec<Replacement> {
+    let mut replaced = Vec::new();
+    if has(op, "content") {
+        replaced.push(Replacement { property: "content", words: "--file".into(), usage: "--file <FILE>".into() });
+    }
+    for flag in flags {
+        let members: Vec<String> = flat_members(flag).into_iter().map(|(_, long)| format!("--{long}")).collect();
+        if !members.is_empty() {
+            replaced.push(Replacement {
+                property: flag.property,
+                words: members.join(" and "),
+                usage: members.iter().map(|m| format!("{m} <TEXT>")).collect::<Vec<_>>().join(" "),
+            });
+        }
+    }
+    replaced
+}
+
 fn member_help(schema: &Value) -> String {
     let mut help = Vec::new();
     if let Some(choices) = crate::flags::choices(schema) {

@@ -29,6 +29,9 @@ pub fn run(ctx: &mut Context, op: &'static Operation, matches: &ArgMatches) -> R
         human = save_secret(ctx, profile, &mut envelope)?;
     }
     human.push_str(&render::data(&envelope));
+    if op.op == svc_contract::OperationId::IdentityStatus {
+        human.push_str(&crate::credentials::precedence_note(ctx));
+    }
     // A run that ended badly is the server's answer, printed as is, but a script
     // must notice it: exit 4 like any other stable problem.
     let exit = if envelope.pointer("/data/status").and_then(Value::as_str) == Some("failed") { 4 } else { 0 };

@@ -51,10 +51,21 @@ fn fields(out: &mut String, name: &str, value: &Value) {
             let _ = writeln!(out, "{name}: {}", items.join(", "));
         }
         other => {
-            let text = scalar(other).unwrap_or_else(|| other.to_string());
+            let text = timestamp(name, other).or_else(|| scalar(other)).unwrap_or_else(|| other.to_string());
             let _ = writeln!(out, "{name}: {text}");
         }
     }
+}
+
+/// A contract timestamp (integer milliseconds since the Unix epoch, in members
+/// named `...At`, `...Start` or `...End`) as an RFC 3339 UTC time; `--json`
+/// keeps the number.
+fn timestamp(name: &str, value: &Value) -> Option<String> {
+    let member = name.rsplit('.').next().unwrap_or(name);
+    let named = ["At", "Start", "End"].iter().any(|suffix| member.ends_with(suffix));
+    let ms = value.as_i64().filter(|_| named)?;
+    let at = time::OffsetDateTime::from_unix_timestamp_nanos(i128::from(ms) * 1_000_000).ok()?;
+    at.format(&time::format_description::well_known::Rfc3339).ok()
 }
 
 fn scalar(value: &Value) -> Option<String> {
@@ -106,6 +117,18 @@ mod tests {
         let list = json!({"data": {"agents": [{"id": "agt_1", "name": "Bot", "status": "active"}]}, "meta": {"requestId": "r", "nextCursor": "c1"}});
         assert_eq!(data(&list), "agt_1  Bot  active\nMore results: --cursor c1\n");
         assert_eq!(data(&json!({"data": {"agents": []}, "meta": {}})), "No agents.\n");
+    }
+
+    #[test]
+    fn times_are_rfc_3339() {
+        let source = json!({"data": {"knowledgeSource": {"importedAt": 1_795_666_408_229_i64, "revision": "7"},
+            "entitlement": {"trialEnd": 1_795_666_408_000_i64, "cancelAtPeriodEnd": false}}, "meta": {}});
+        assert_eq!(
+            data(&source),
+            "entitlement.cancelAtPeriodEnd: false\nentitlement.trialEnd: 2026-11-26T04:13:28Z\n\
+             knowledgeSource.importedAt: 2026-11-26T04:13:28.229Z\nknowledgeSource.revision: 7\n"
+        );
+        assert_eq!(data(&json!({"data": {"apiKey": {"lastUsedAt": null}}})), "apiKey.lastUsedAt: -\n");
     }
 
     #[test]

@@ -5,6 +5,8 @@
 //! signs with aws-lc-rs directly rather than with the JWT library the service
 //! verifies with, so the two sides are independent implementations.
 
+pub mod cleanup;
+pub mod commands;
 pub mod http;
 pub mod knowledge;
 pub mod llm;
@@ -13,13 +15,15 @@ pub mod provider;
 pub mod proxy;
 pub mod raw;
 pub mod stack;
+mod temp;
+
+pub use temp::TempDir;
 
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use aws_lc_rs::rand::SystemRandom;
-use aws_lc_rs::rsa::KeySize;
 use aws_lc_rs::signature::{self, EcdsaKeyPair, KeyPair, RsaKeyPair};
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
@@ -55,26 +59,23 @@ fn ec_key() -> EcdsaKeyPair {
     EcdsaKeyPair::generate(&signature::ECDSA_P256_SHA256_FIXED_SIGNING).expect("generate a P-256 key")
 }
 
+/// The issuer's signing keys, PKCS#8. Test keys, made for these tests and
+/// committed with them, so that the JWKS the API reads is a committed file too
+/// and no test process leaves a key folder behind.
+const RSA_KEY: &[u8] = include_bytes!("../keys/rsa-1.pk8");
+const EC_KEY: &[u8] = include_bytes!("../keys/ec-1.pk8");
+
 impl TestIssuer {
-    /// The process-wide issuer; its JWKS file lives in the system temp folder.
+    /// The process-wide issuer, whose JWKS is `tests/keys/jwks.json`.
     pub fn shared() -> &'static TestIssuer {
         static ISSUER: OnceLock<TestIssuer> = OnceLock::new();
-        ISSUER.get_or_init(|| {
-            let dir = std::env::temp_dir().join(format!("svc-tests-{}", std::process::id()));
-            TestIssuer::new(&dir)
-        })
-    }
-
-    pub fn new(dir: &Path) -> Self {
-        std::fs::create_dir_all(dir).expect("create the JWKS folder");
-        let issuer = Self {
-            rsa: RsaKeyPair::generate(KeySize::Rsa2048).expect("generate an RSA key"),
-            ec: ec_key(),
+        ISSUER.get_or_init(|| Self {
+            rsa: RsaKeyPair::from_pkcs8(RSA_KEY).expect("the committed RSA test key"),
+            ec: EcdsaKeyPair::from_pkcs8(&signature::ECDSA_P256_SHA256_FIXED_SIGNING, EC_KEY)
+                .expect("the committed EC test key"),
             stranger: ec_key(),
-            jwks_path: dir.join("jwks.json"),
-        };
-        std::fs::write(&issuer.jwks_path, issuer.jwks().to_string()).expect("write the JWKS file");
-        issuer
+            jwks_path: Path::new(env!("CARGO_MANIFEST_DIR")).join("keys").join("jwks.json"),
+        })
     }
 
     pub fn jwks_path(&self) -> &Path {
@@ -145,5 +146,23 @@ impl TestIssuer {
         );
         let sig = self.stranger.sign(&SystemRandom::new(), input.as_bytes()).expect("ECDSA signing");
         format!("{input}.{}", b64(sig.as_ref()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `tests/keys/jwks.json` publishes the committed keys
+    /// (`SVC_UPDATE_KEYS=1` rewrites it after a key changes).
+    #[test]
+    fn the_committed_jwks_matches_the_keys() {
+        let issuer = TestIssuer::shared();
+        let expected = serde_json::to_string_pretty(&issuer.jwks()).expect("JSON") + "\n";
+        if std::env::var_os("SVC_UPDATE_KEYS").is_some() {
+            std::fs::write(issuer.jwks_path(), &expected).expect("write the JWKS");
+        }
+        let committed = std::fs::read_to_string(issuer.jwks_path()).expect("the committed JWKS");
+        assert_eq!(committed, expected);
     }
 }

@@ -133,12 +133,19 @@ impl Spawned {
 }
 
 impl Drop for Spawned {
-    /// A group left running (a failed test) is killed whole, not only its leader.
+    /// A process left running (a failed test, or one the test did not stop) is
+    /// killed — a group whole, not only its leader — and reaped before the test
+    /// returns, so its database connections are closed by the time
+    /// `#[sqlx::test]` drops the test's database.
     fn drop(&mut self) {
-        if self.group
-            && let Some(pid) = self.child.id()
-        {
-            let _ = std::process::Command::new("kill").args(["-KILL", "--", &format!("-{pid}")]).status();
+        let Some(pid) = self.child.id() else { return };
+        let target = if self.group { format!("-{pid}") } else { pid.to_string() };
+        let _ = std::process::Command::new("kill").args(["-KILL", "--", &target]).status();
+        for _ in 0..100 {
+            if !matches!(self.child.try_wait(), Ok(None)) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
         }
     }
 }

@@ -13,16 +13,13 @@ use crate::http::HttpClient;
 use crate::process::{Spawned, run};
 use crate::{AUDIENCE, ISSUER, TestIssuer};
 
-/// The URL of a test's own database (created by `#[sqlx::test]`).
+/// The URL of a test's own database (created by `#[sqlx::test]`), which is
+/// dropped even if the test fails (see [`crate::cleanup`]).
 pub fn database_url(pool: &PgPool) -> String {
     let options = pool.connect_options();
-    format!(
-        "postgres://{}@{}:{}/{}",
-        options.get_username(),
-        options.get_host(),
-        options.get_port(),
-        options.get_database().expect("a database name")
-    )
+    let name = options.get_database().expect("a database name");
+    crate::cleanup::drop_on_failure(name);
+    format!("postgres://{}@{}:{}/{name}", options.get_username(), options.get_host(), options.get_port())
 }
 
 /// Applies the migrations with `svc-api migrate`.

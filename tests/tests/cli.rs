@@ -22,7 +22,7 @@ use svc_contract::{CATALOG, Operation};
 use svc_tests::http::HttpClient;
 
 use capture::{Capture, LossyProxy};
-use oidc::{Provider, login, login_with};
+use oidc::{Provider, login, login_with, sign_in};
 use support::{Api, Cli, Tenant, migrated_database};
 
 const CAPTURE_ANSWER: &str =
@@ -569,6 +569,80 @@ async fn pkce_login_stores_the_session_and_refreshes_it(pool: PgPool) {
     cli.run(&["auth", "logout", "--json"]).await.expect(0);
     let run = cli.run(&["auth", "status", "--json"]).await.expect(3);
     assert_eq!(run.json()["error"]["code"], "authentication_required");
+    api.stop().await;
+}
+
+/// Without a display, or when the opener fails, login prints the address to
+/// open (and still completes) instead of waiting for a browser that never came.
+#[sqlx::test(migrations = false)]
+async fn login_without_a_display_prints_the_address(pool: PgPool) {
+    let database = migrated_database(&pool).await;
+    let provider = Provider::start("erin", Duration::from_secs(3600)).await;
+    provider.set_up_user(&database, "erin").await;
+    let api = provider.api(&database).await;
+
+    // No DISPLAY or WAYLAND_DISPLAY (the test's environment is cleared).
+    let cli = Cli::new("headless");
+    let run = sign_in(&cli, &api, &[], &[], |c| c).await.expect(0);
+    assert!(run.stderr.contains("No display was found") && !run.stderr.contains("Opened a browser"), "{run:?}");
+    assert_eq!(run.json()["data"]["auth"]["mode"], "user");
+
+    // A display, but the opener fails.
+    let cli = Cli::new("opener");
+    let bin = cli.home.join("bin");
+    std::fs::create_dir_all(&bin).expect("a bin folder");
+    let opener = bin.join("xdg-open");
+    std::fs::write(&opener, "#!/bin/sh\nexit 3\n").expect("a failing opener");
+    std::process::Command::new("chmod").args(["+x", opener.to_str().expect("UTF-8")]).status().expect("chmod");
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
+    let env = [("DISPLAY", ":0"), ("PATH", path.as_str())];
+    let run = sign_in(&cli, &api, &[], &env, |c| c).await.expect(0);
+    assert!(run.stderr.contains("No browser could be opened"), "{run:?}");
+    api.stop().await;
+}
+
+/// An API key in the environment wins over a session (contract §14): login
+/// says so, and `auth status` names the credential it used and the one it
+/// ignored.
+#[sqlx::test(migrations = false)]
+async fn login_warns_when_the_environment_key_comes_first(pool: PgPool) {
+    let database = migrated_database(&pool).await;
+    let provider = Provider::start("frank", Duration::from_secs(3600)).await;
+    provider.set_up_user(&database, "frank").await;
+    let api = provider.api(&database).await;
+    let owner = Cli::new("keymaker");
+    login(&owner, &api, &[]).await.expect(0);
+    owner.run(&["workspace", "create", "--name", "Keys", "--json"]).await.expect(0);
+    let key = owner.run(&["api-key", "create", "--name", "env", "--preset", "operator", "--json"]).await.expect(0);
+    let key = key.json()["data"]["secret"].as_str().expect("a secret").to_owned();
+
+    let cli = Cli::new("shadowed").env("SVC_API_KEY", &key);
+    let run = login_with(&cli, &api, &[], |c| c).await.expect(0);
+    assert_eq!(run.json()["data"]["auth"]["mode"], "user", "the answer shows the new session");
+    assert!(
+        run.stderr.contains("Warning: signed in, but commands will keep using SVC_API_KEY from the environment")
+            && run.stderr.contains("unset SVC_API_KEY"),
+        "{run:?}"
+    );
+
+    let status = cli.run(&["auth", "status"]).await.expect(0);
+    assert!(status.stdout.contains("auth.mode: workspace_api_key"), "{status:?}");
+    assert!(status.stdout.contains("Credential used: SVC_API_KEY from the environment\n"), "{status:?}");
+    assert!(
+        status.stdout.contains("Ignored: the session of profile default (svc auth login), which comes after it; unset SVC_API_KEY to use it"),
+        "{status:?}"
+    );
+    let json = cli.run(&["auth", "status", "--json"]).await.expect(0).json();
+    assert!(json.get("data").is_some() && json.get("meta").is_some() && json.as_object().map(|o| o.len()) == Some(2));
+
+    // Without the variable the session is used, and nothing is ignored.
+    let status = cli.run_with(&["auth", "status"], &[("SVC_API_KEY", "")]).await.expect(0);
+    assert!(status.stdout.contains("auth.mode: user"), "{status:?}");
+    assert!(
+        status.stdout.contains("Credential used: the session of profile default") && !status.stdout.contains("Ignored")
+    );
+    cli.run(&["auth", "logout"]).await.expect(0);
+    owner.run(&["auth", "logout"]).await.expect(0);
     api.stop().await;
 }
 

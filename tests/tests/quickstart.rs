@@ -86,7 +86,7 @@ fn curl_request_ids(dir: &Path) -> Vec<String> {
     ids
 }
 
-fn env_file_values(text: &str) -> BTreeMap<String, String> {
+fn secrets_of(text: &str) -> BTreeMap<String, String> {
     text.lines()
         .filter_map(|l| l.strip_prefix("export "))
         .filter_map(|l| l.split_once('='))
@@ -115,8 +115,8 @@ async fn the_readme_quick_start_runs_as_written(pool: PgPool) {
     let repo = repository();
     let readme = std::fs::read_to_string(repo.join("README.md")).unwrap();
     let script = quick_start(&readme);
-    let dir = std::env::temp_dir().join(format!("svc-quickstart-{}", namespace()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let temp = svc_tests::TempDir::new("svc-quickstart");
+    let dir = temp.path().to_owned();
     let env_file = dir.join(".svc-dev.env");
 
     // The one command, on this test's (unmigrated) database, a free port and a
@@ -148,12 +148,29 @@ async fn the_readme_quick_start_runs_as_written(pool: PgPool) {
     let (ok, stdout, stderr) = run_script(&dir, &script).await;
     assert!(ok, "the quick start failed:\nstdout:\n{stdout}\nstderr:\n{stderr}\nservice:\n{}", local.logs());
     // What each block shows: who is calling, the Agent, the list, the chat URL
-    // and an answer from the Knowledge just added.
+    // and an answer from the Knowledge just added, its last sentence whole.
     assert!(stdout.contains("\"user\""), "{stdout}");
     assert!(stdout.contains("agt_"), "{stdout}");
     assert!(stdout.contains("\"Support\""), "{stdout}");
     assert!(stdout.contains(&format!("http://{bind}/chat/agt_")), "{stdout}");
-    assert!(stdout.contains("30 days"), "the answer quotes the Knowledge: {stdout}");
+    assert!(stdout.contains("for a full refund.\""), "the answer quotes the Knowledge: {stdout}");
+
+    // Run again, as a newcomer will: the same Agent and source, no error.
+    let (again, stdout_again, stderr_again) = run_script(&dir, &script).await;
+    assert!(again, "a second run failed:\nstdout:\n{stdout_again}\nstderr:\n{stderr_again}");
+    assert_eq!(stdout_again, stdout, "a second run answers what the first did");
+    assert!(stderr.is_empty() && stderr_again.is_empty(), "{stderr}{stderr_again}");
+
+    // A failure shows its problem instead of a `null` further on: here the
+    // API key was revoked (a restarted API writes a new one).
+    let env_text = std::fs::read_to_string(&env_file).unwrap();
+    let revoked = secrets_of(&env_text)["SVC_API_KEY"].clone();
+    let stale = env_text.replace(&revoked, "svck_Revoked1_abcdefghijklmnopqrstuvwxyz123456");
+    std::fs::write(&env_file, stale).unwrap();
+    let (_, out, err) = run_script(&dir, &script).await;
+    std::fs::write(&env_file, env_text).unwrap();
+    assert!(out.contains("error: authentication_required: "), "the wait shows the problem:\n{out}\n{err}");
+    assert!(out.contains("\"code\": \"authentication_required\""), "so does the list:\n{out}\n{err}");
 
     local.signal("INT").await;
     let stopped = async {
@@ -182,7 +199,7 @@ async fn the_readme_quick_start_runs_as_written(pool: PgPool) {
     assert!(access.iter().any(|l| l["fields"]["operation"] == "agent.create"), "{log}");
 
     // No secret, and nothing the quick start did is an error.
-    let secrets = env_file_values(&std::fs::read_to_string(&env_file).unwrap());
+    let secrets = secrets_of(&std::fs::read_to_string(&env_file).unwrap());
     for name in ["SVC_TOKEN", "SVC_API_KEY"] {
         let secret = &secrets[name];
         assert!(secret.len() > 20, "{name} is in the env file");
@@ -190,5 +207,4 @@ async fn the_readme_quick_start_runs_as_written(pool: PgPool) {
     }
     assert!(!log.contains("Bearer "), "a credential header reached the log");
     assert!(!lines.iter().any(|l| l["level"] == "ERROR"), "an error was logged:\n{log}");
-    let _ = std::fs::remove_dir_all(&dir);
 }

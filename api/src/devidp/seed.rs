@@ -183,9 +183,9 @@ fn env_file_text(seed: &DevSeed) -> String {
 # Next:
 #   curl -s -X POST \"$SVC_URL/api/public/operations/identity/status\" -H \"Authorization: Bearer $SVC_TOKEN\"
 #   curl -s -X POST \"$SVC_URL/api/public/operations/agents/list\" -H \"Authorization: Bearer $SVC_API_KEY\"
-#   svc identity status            # the CLI reads SVC_ENDPOINT and SVC_API_KEY
-#   svc auth login                 # a User session from the built-in issuer
-#                                  # (used once SVC_API_KEY is unset: a key wins)
+#   svc auth status                # the CLI reads SVC_ENDPOINT and SVC_API_KEY
+#   svc auth login                 # a User session from the built-in issuer; SVC_API_KEY
+#                                  # comes first, so for the session: unset SVC_API_KEY
 #   MCP: \"$SVC_URL/api/mcp\" with the header \"Authorization: Bearer $SVC_API_KEY\"
 ",
     );

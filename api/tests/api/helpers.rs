@@ -16,6 +16,13 @@ use tower::ServiceExt;
 
 pub const BASE_URL: &str = "http://svc.test";
 
+/// The test's database is dropped even if the test fails.
+fn forget_on_failure(pool: &PgPool) {
+    if let Some(name) = pool.connect_options().get_database() {
+        svc_tests::cleanup::drop_on_failure(name);
+    }
+}
+
 pub fn config() -> ServeConfig {
     ServeConfig {
         database: DatabaseArgs {
@@ -50,6 +57,7 @@ pub struct TestServer {
 
 impl TestServer {
     pub async fn start(pool: PgPool, config: ServeConfig) -> Self {
+        forget_on_failure(&pool);
         let state = AppState::new(pool, &config).expect("app state");
         let shutdown = CancellationToken::new();
         let router = router(state, &config, shutdown.clone());
@@ -95,6 +103,7 @@ impl TestApp {
     }
 
     pub async fn with_config(pool: PgPool, config: ServeConfig) -> Self {
+        forget_on_failure(&pool);
         let state = AppState::new(pool.clone(), &config).expect("app state");
         Self { router: router(state, &config, CancellationToken::new()), pool }
     }

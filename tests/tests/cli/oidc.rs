@@ -144,9 +144,23 @@ pub async fn login(cli: &Cli, api: &Api, extra: &[&str]) -> Run {
 
 /// Like [`login`], letting the test change the redirect before it is followed.
 pub async fn login_with(cli: &Cli, api: &Api, extra: &[&str], tamper: impl FnOnce(String) -> String) -> Run {
-    let mut args = vec!["auth", "login", "--no-browser", "--endpoint", api.base.as_str(), "--json"];
+    let mut args = vec!["--no-browser"];
     args.extend_from_slice(extra);
-    let mut command = cli.command(&args, &[]);
+    sign_in(cli, api, &args, &[], tamper).await
+}
+
+/// Runs `svc auth login` with `args` and the environment `env`, does the
+/// browser step with the address it prints, and returns the run.
+pub async fn sign_in(
+    cli: &Cli,
+    api: &Api,
+    extra: &[&str],
+    env: &[(&str, &str)],
+    tamper: impl FnOnce(String) -> String,
+) -> Run {
+    let mut args = vec!["auth", "login", "--endpoint", api.base.as_str(), "--json"];
+    args.extend_from_slice(extra);
+    let mut command = cli.command(&args, env);
     let mut child = command.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("svc starts");
     let mut stderr = BufReader::new(child.stderr.take().expect("piped stderr")).lines();
     let mut seen = Vec::new();

@@ -17,14 +17,7 @@ use tokio::process::Command;
 
 /// The URL of the test's own database (created by `#[sqlx::test]`), migrated.
 pub async fn migrated_database(pool: &PgPool) -> String {
-    let options = pool.connect_options();
-    let url = format!(
-        "postgres://{}@{}:{}/{}",
-        options.get_username(),
-        options.get_host(),
-        options.get_port(),
-        options.get_database().expect("a database name")
-    );
+    let url = svc_tests::stack::database_url(pool);
     let (status, _, stderr) = run("svc-api", &["migrate"], &[("DATABASE_URL", &url)]).await;
     assert!(status.success(), "migrate: {stderr}");
     url
@@ -254,9 +247,8 @@ impl Cli {
 }
 
 impl Drop for Cli {
+    /// The home goes even when the test fails (a failure prints what it needs).
     fn drop(&mut self) {
-        if !std::thread::panicking() {
-            let _ = std::fs::remove_dir_all(&self.home);
-        }
+        let _ = std::fs::remove_dir_all(&self.home);
     }
 }
