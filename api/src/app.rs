@@ -114,6 +114,7 @@ pub fn router(state: AppState, config: &ServeConfig, shutdown: CancellationToken
         .route("/readyz", get(health::readyz))
         .route("/metrics", get(health::metrics))
         .route("/api/public/chat/{agent_id}/answers", public::answers_route())
+        .route("/api/public/chat/{agent_id}/widget", public::widget_route())
         .route("/chat/{agent_id}", public::page_route())
         .route("/chat/assets/chat.js", public::script_route())
         .route("/chat/assets/chat.css", public::style_route())

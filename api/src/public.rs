@@ -7,6 +7,11 @@
 //!   exact allowed Widget origin (otherwise 403 and no CORS grant), within a
 //!   per-client rate limit (otherwise 429 with `Retry-After`). `OPTIONS` is the
 //!   CORS preflight.
+//! - `GET /api/public/chat/{agentId}/widget`: the public parts of the Widget
+//!   configuration ([`PublicWidget`]), under the same admission and CORS grant
+//!   as the answers endpoint, cached briefly per `Origin`. Its refusals (403
+//!   `permission_denied`, 404) carry no data and are granted to the asking
+//!   origin, so the Widget can tell "not on this site" from a network failure.
 //! - `GET /chat/{agentId}`: a small chat page under a strict
 //!   `Content-Security-Policy`, its script and style served from this origin.
 //!
@@ -24,7 +29,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{MethodRouter, get, post};
 use serde_json::json;
 use svc_contract::Problem;
-use svc_contract::chat::{AnswerSource, PublicAnswer};
+use svc_contract::chat::{AnswerSource, PublicAnswer, PublicWidget};
 use svc_contract::resources::Language;
 use svc_core::chat::{self, PublicAgent};
 use svc_core::ids::AgentId;
@@ -82,6 +87,17 @@ pub fn answers_route() -> MethodRouter<AppState> {
     post(answers).options(preflight).fallback(|Extension(id): Extension<RequestId>| async move {
         let mut response = response::method_not_allowed(&id);
         response.headers_mut().insert(header::ALLOW, HeaderValue::from_static("POST, OPTIONS"));
+        response
+    })
+}
+
+/// The widget configuration endpoint's methods.
+pub fn widget_route() -> MethodRouter<AppState> {
+    get(widget).fallback(|Extension(id): Extension<RequestId>| async move {
+        let problem = Problem::invalid("method_not_allowed", "Use GET.");
+        let mut response = response::problem(&problem, &id);
+        *response.status_mut() = StatusCode::METHOD_NOT_ALLOWED;
+        response.headers_mut().insert(header::ALLOW, HeaderValue::from_static("GET"));
         response
     })
 }
@@ -165,8 +181,7 @@ async fn answer(
         Ok(question) => question,
         Err(problem) => return refused(&problem, &request_id, Some(&origin)),
     };
-    let asked =
-        chat::ask(&state.service, &agent.agent, &agent.entitlement, &question.text, question.conversation).await;
+    let asked = chat::ask(&state.service, &agent, &question.text, question.conversation).await;
     match asked {
         Ok(asked) => {
             let answer = PublicAnswer {
@@ -186,6 +201,44 @@ async fn answer(
         }
         Err(error) => refused(&error.into_problem(), &request_id, Some(&origin)),
     }
+}
+
+/// Seconds a browser may keep a Widget configuration: a change reaches the
+/// Widget within a minute.
+const WIDGET_MAX_AGE: &str = "public, max-age=60";
+
+/// `GET /api/public/chat/{agentId}/widget`.
+async fn widget(
+    State(state): State<AppState>,
+    Extension(request_id): Extension<RequestId>,
+    agent: Result<Path<String>, PathRejection>,
+    headers: HeaderMap,
+) -> Response {
+    let mut response = match admitted(&state, &agent_id(agent), &headers).await {
+        Ok((agent, origin)) => {
+            let body = PublicWidget::of(agent.agent.id.to_string(), &agent.widget);
+            let mut response = (StatusCode::OK, axum::Json(body)).into_response();
+            let out = response.headers_mut();
+            response::set_request_id(out, &request_id);
+            grant(out, &origin);
+            out.insert(header::CACHE_CONTROL, HeaderValue::from_static(WIDGET_MAX_AGE));
+            response
+        }
+        Err(problem) => {
+            // A refusal says only "not here": the asking origin may read it.
+            // Anything else (a failing database) keeps the answers endpoint's rule.
+            let readable = matches!(
+                problem.code,
+                svc_contract::ProblemCode::PermissionDenied | svc_contract::ProblemCode::ResourceNotFound
+            );
+            let origin = header_str(&headers, header::ORIGIN.as_str()).and_then(|o| HeaderValue::from_str(o).ok());
+            let mut response = refused(&problem, &request_id, origin.as_ref().filter(|_| readable));
+            response.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+            response
+        }
+    };
+    response.extensions_mut().insert(Called("public.widget".into()));
+    response
 }
 
 /// The Agent id in the path; one that is not even text (bad percent-encoding)

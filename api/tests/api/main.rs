@@ -19,4 +19,5 @@ mod mcp;
 mod public;
 mod reconcile;
 mod resource_metadata;
+mod widget_public;
 mod workspaces;
