@@ -1,7 +1,9 @@
-/** The Widget's styles, scoped by its shadow root. The host element is reset
- * with `!important` (inside a shadow tree that beats the page's own
- * `!important`), so nothing the page inherits reaches the Widget; the page's
- * selectors cannot match inside the shadow root at all. */
+/** The Widget's styles, scoped by its shadow root: the page's selectors
+ * cannot match inside it, and its root resets every property (`all:
+ * initial`), so nothing the page makes inheritable reaches the Widget. The
+ * host box keeps the few properties that would hide it or break its fixed
+ * position, with `!important` (inside a shadow tree that beats the page's own
+ * `!important`); its size stays the page's to set. */
 
 const HEX = /^#[0-9a-fA-F]{6}$/;
 
@@ -26,7 +28,7 @@ const DARK = `.dark{${DARK_VARS}}@media (prefers-color-scheme:dark){.auto{${DARK
 
 export function css(brand: string, useBrand: boolean): string {
   const accent = useBrand && HEX.test(brand) ? brand : "#374151";
-  return `:host{all:initial!important;display:block!important}
+  return `:host{display:block!important;visibility:visible!important;transform:none!important;filter:none!important;opacity:1!important}
 .r{all:initial;display:block;font:15px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;color:var(--fg);--a:${accent};--on:${readableOn(accent)};--bg:#fff;--fg:#111;--mu:#555;--li:#f2f3f5;--bd:#d0d4da}
 ${DARK}
 *,*::before,*::after{box-sizing:border-box;letter-spacing:normal;word-spacing:normal;text-transform:none;text-shadow:none}
@@ -38,7 +40,8 @@ button{cursor:pointer;border:0;background:none;padding:0}
 .l svg{width:26px;height:26px;fill:currentColor}
 .p{display:flex;flex-direction:column;background:var(--bg);color:var(--fg);border:1px solid var(--bd);border-radius:14px;overflow:hidden}
 .bub .p{position:fixed;bottom:88px;right:20px;z-index:2147483000;width:min(380px,calc(100vw - 40px));height:min(560px,calc(100vh - 120px));box-shadow:0 8px 30px #0005;transition:opacity .15s,transform .15s}
-.inl .p{min-height:420px;height:100%}
+.inl,.inl .p{height:100%}
+.inl .p{min-height:420px}
 [hidden]{display:none!important}
 .h{display:flex;gap:10px;align-items:center;padding:12px 14px;background:var(--a);color:var(--on)}
 .h img{width:36px;height:36px;border-radius:8px;object-fit:cover;background:#fff}

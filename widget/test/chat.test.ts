@@ -294,7 +294,8 @@ describe("isolation", () => {
     fakeService({ widget: [{ status: 200, body: configuration() }] });
     const { root } = await mounted();
     const css = sheetText(root);
-    expect(css).toMatch(/:host\s*\{[^}]*all:\s*initial\s*!important/);
+    expect(css).toMatch(/:host\s*\{[^}]*display:\s*block\s*!important/);
+    expect(css).toMatch(/\.r\s*\{[^}]*all:\s*initial/);
     expect(css).toContain("prefers-reduced-motion");
     expect(root.querySelectorAll("style").length).toBe(0);
   });
