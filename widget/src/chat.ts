@@ -318,7 +318,8 @@ export function mount(host: HTMLElement, initial: ChatOptions): ChatHandle {
     const pill = a.bubbleStyle === "pill";
     const named = a.bubbleLabel || (pill ? title : words.open);
     launcher.replaceChildren(svg(), pill ? named : "");
-    launcher.setAttribute("aria-label", open ? words.close : named);
+    // One name, open or not: `aria-expanded` tells which.
+    launcher.setAttribute("aria-label", named);
     launcher.setAttribute("aria-expanded", String(open));
     close.setAttribute("aria-label", words.close);
     popupDismiss.setAttribute("aria-label", words.dismiss);
