@@ -145,6 +145,9 @@ export function mount(host: HTMLElement, initial: ChatOptions): ChatHandle {
   let busy = false;
   let retryUntil = 0;
   let openState = false;
+  /** What the log shows: its words, and how many messages. */
+  let logKey = "";
+  let shown = 0;
   let timers: ReturnType<typeof setTimeout>[] = [];
   const controller = new AbortController();
   const language = () => options.language ?? config.defaultLanguage;
@@ -330,9 +333,19 @@ export function mount(host: HTMLElement, initial: ChatOptions): ChatHandle {
     const blocked = busy || unavailable || retryUntil > 0;
     submit.disabled = blocked;
     input.disabled = unavailable;
-    const welcome = a.welcomeMessage ? [message({ r: "a", t: a.welcomeMessage }, words)] : [];
-    log.replaceChildren(...welcome, ...messages.map((m) => message(m, words)));
-    log.scrollTop = log.scrollHeight;
+    // The log is a live region: only new messages are added, so assistive
+    // technology reads each once; it is redrawn whole only when its words change.
+    const key = `${language()}\n${a.welcomeMessage}`;
+    if (key !== logKey) {
+      logKey = key;
+      shown = 0;
+      log.replaceChildren(...(a.welcomeMessage ? [message({ r: "a", t: a.welcomeMessage }, words)] : []));
+    }
+    if (shown < messages.length) {
+      log.append(...messages.slice(shown).map((m) => message(m, words)));
+      shown = messages.length;
+      log.scrollTop = log.scrollHeight;
+    }
     const asked = messages.some((m) => m.r === "u");
     const offered = asked || unavailable ? [] : questions(config);
     suggested.replaceChildren(

@@ -309,3 +309,26 @@ describe("isolation", () => {
     expect(style?.textContent).toContain("#ffd400");
   });
 });
+
+describe("live region", () => {
+  it("adds each message once instead of redrawing the log", async () => {
+    fakeService({
+      widget: [{ status: 200, body: configuration() }],
+      answers: [{ status: 200, body: answer("First.") }, { status: 200, body: answer("Second.") }],
+    });
+    const { root } = await mounted({ open: true });
+    const ask = async (q: string) => {
+      ($(root, "textarea") as HTMLTextAreaElement).value = q;
+      $(root, "form").dispatchEvent(new Event("submit", { cancelable: true }));
+      await settled();
+    };
+    await ask("One?");
+    const welcome = root.querySelector(".m li");
+    const firstAnswer = [...root.querySelectorAll(".m li")].at(-1);
+    await ask("Two?");
+    const items = [...root.querySelectorAll(".m li")];
+    expect(items.length).toBe(5);
+    expect(items[0]).toBe(welcome);
+    expect(items[2]).toBe(firstAnswer);
+  });
+});
