@@ -7,8 +7,15 @@
 //!   exact allowed Widget origin (otherwise 403 and no CORS grant), within a
 //!   per-client rate limit (otherwise 429 with `Retry-After`). `OPTIONS` is the
 //!   CORS preflight.
-//! - `GET /chat/{agentId}`: a small chat page under a strict
-//!   `Content-Security-Policy`, its script and style served from this origin.
+//! - `GET /api/public/chat/{agentId}/widget`: the public parts of the Widget
+//!   configuration ([`PublicWidget`]), under the same admission and CORS grant
+//!   as the answers endpoint, cached briefly per `Origin`. Its refusals (403
+//!   `permission_denied`, 404) carry no data and are granted to the asking
+//!   origin, so the Widget can tell "not on this site" from a network failure.
+//! - `GET /chat/{agentId}`: the chat page under a strict
+//!   `Content-Security-Policy`: the Widget drawn inline by a script served
+//!   from this origin (the same code as the `svc-widget-react` package), its
+//!   style and icon from here too.
 //!
 //! Whether to answer, and the answer, are the core's; this module reads the
 //! request and writes the headers.
@@ -22,9 +29,8 @@ use axum::extract::{ConnectInfo, Path, Request, State};
 use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{MethodRouter, get, post};
-use serde_json::json;
 use svc_contract::Problem;
-use svc_contract::chat::{AnswerSource, PublicAnswer};
+use svc_contract::chat::{AnswerSource, PublicAnswer, PublicWidget};
 use svc_contract::resources::Language;
 use svc_core::chat::{self, PublicAgent};
 use svc_core::ids::AgentId;
@@ -86,12 +92,31 @@ pub fn answers_route() -> MethodRouter<AppState> {
     })
 }
 
+/// The widget configuration endpoint's methods.
+pub fn widget_route() -> MethodRouter<AppState> {
+    get(widget).fallback(|Extension(id): Extension<RequestId>| async move {
+        let problem = Problem::invalid("method_not_allowed", "Use GET.");
+        let mut response = response::problem(&problem, &id);
+        *response.status_mut() = StatusCode::METHOD_NOT_ALLOWED;
+        response.headers_mut().insert(header::ALLOW, HeaderValue::from_static("GET"));
+        response
+    })
+}
+
 pub fn page_route() -> MethodRouter<AppState> {
     get(page)
 }
 
+/// The chat page's script: the Widget, built from `widget/src` (a test of
+/// the widget package keeps it in step).
 pub fn script_route() -> MethodRouter<AppState> {
-    get(|| async { asset("text/javascript; charset=utf-8", include_str!("../assets/chat.js")) })
+    get(|| async { asset("text/javascript; charset=utf-8", include_str!("../assets/widget.js")) })
+}
+
+/// The icon of the chat page, also at `/favicon.ico`, so no visit ends in a
+/// failed request.
+pub fn icon_route() -> MethodRouter<AppState> {
+    get(|| async { asset("image/svg+xml", include_str!("../assets/icon.svg")) })
 }
 
 pub fn style_route() -> MethodRouter<AppState> {
@@ -165,8 +190,7 @@ async fn answer(
         Ok(question) => question,
         Err(problem) => return refused(&problem, &request_id, Some(&origin)),
     };
-    let asked =
-        chat::ask(&state.service, &agent.agent, &agent.entitlement, &question.text, question.conversation).await;
+    let asked = chat::ask(&state.service, &agent, &question.text, question.conversation).await;
     match asked {
         Ok(asked) => {
             let answer = PublicAnswer {
@@ -186,6 +210,44 @@ async fn answer(
         }
         Err(error) => refused(&error.into_problem(), &request_id, Some(&origin)),
     }
+}
+
+/// Seconds a browser may keep a Widget configuration: a change reaches the
+/// Widget within a minute.
+const WIDGET_MAX_AGE: &str = "public, max-age=60";
+
+/// `GET /api/public/chat/{agentId}/widget`.
+async fn widget(
+    State(state): State<AppState>,
+    Extension(request_id): Extension<RequestId>,
+    agent: Result<Path<String>, PathRejection>,
+    headers: HeaderMap,
+) -> Response {
+    let mut response = match admitted(&state, &agent_id(agent), &headers).await {
+        Ok((agent, origin)) => {
+            let body = PublicWidget::of(agent.agent.id.to_string(), &agent.widget);
+            let mut response = (StatusCode::OK, axum::Json(body)).into_response();
+            let out = response.headers_mut();
+            response::set_request_id(out, &request_id);
+            grant(out, &origin);
+            out.insert(header::CACHE_CONTROL, HeaderValue::from_static(WIDGET_MAX_AGE));
+            response
+        }
+        Err(problem) => {
+            // A refusal says only "not here": the asking origin may read it.
+            // Anything else (a failing database) keeps the answers endpoint's rule.
+            let readable = matches!(
+                problem.code,
+                svc_contract::ProblemCode::PermissionDenied | svc_contract::ProblemCode::ResourceNotFound
+            );
+            let origin = header_str(&headers, header::ORIGIN.as_str()).and_then(|o| HeaderValue::from_str(o).ok());
+            let mut response = refused(&problem, &request_id, origin.as_ref().filter(|_| readable));
+            response.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+            response
+        }
+    };
+    response.extensions_mut().insert(Called("public.widget".into()));
+    response
 }
 
 /// The Agent id in the path; one that is not even text (bad percent-encoding)
@@ -239,7 +301,13 @@ fn grant(headers: &mut HeaderMap, origin: &HeaderValue) {
 async fn page(State(state): State<AppState>, agent: Result<Path<String>, PathRejection>) -> Response {
     let agent = agent_id(agent);
     match answering(&state, &agent).await {
-        Ok(agent) => html(StatusCode::OK, &chat_page(&agent)),
+        Ok(agent) => {
+            let mut response = html(StatusCode::OK, &chat_page(&agent));
+            if let Ok(csp) = HeaderValue::from_str(&page_csp(&agent)) {
+                response.headers_mut().insert(header::CONTENT_SECURITY_POLICY, csp);
+            }
+            response
+        }
         Err(problem) if problem.code == svc_contract::ProblemCode::ResourceNotFound => {
             html(StatusCode::NOT_FOUND, NOT_FOUND_PAGE)
         }
@@ -275,56 +343,21 @@ fn security_headers(headers: &mut HeaderMap) {
     headers.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
 }
 
-/// The page's words, in the Agent's language.
-struct Words {
-    label: &'static str,
-    send: &'static str,
-    you: &'static str,
-    agent: &'static str,
-    sources: &'static str,
-    thinking: &'static str,
-    slow_down: &'static str,
-    failed: &'static str,
-}
-
-fn words(language: Language) -> Words {
-    match language {
-        Language::En => Words {
-            label: "Your question",
-            send: "Send",
-            you: "You",
-            agent: "Assistant",
-            sources: "Sources",
-            thinking: "Looking for an answer…",
-            slow_down: "Too many questions at once; try again in {seconds} seconds.",
-            failed: "Something went wrong; please try again.",
-        },
-        Language::Es => Words {
-            label: "Tu pregunta",
-            send: "Enviar",
-            you: "Tú",
-            agent: "Asistente",
-            sources: "Fuentes",
-            thinking: "Buscando una respuesta…",
-            slow_down: "Demasiadas preguntas seguidas; vuelve a intentarlo en {seconds} segundos.",
-            failed: "Algo salió mal; vuelve a intentarlo.",
-        },
-    }
-}
-
+/// The page around the Widget: its script draws the Agent's Widget inline
+/// from the configuration the page carries as data (no inline script, no
+/// second request), in the Widget's language and colours.
 fn chat_page(agent: &PublicAgent) -> String {
-    let language: Language = agent.agent.default_language.into();
-    let words = words(language);
-    let appearance = &agent.widget.appearance;
-    let texts = json!({
-        "you": words.you, "agent": words.agent, "sources": words.sources, "thinking": words.thinking,
-        "slowDown": words.slow_down, "failed": words.failed,
-    });
+    let widget = PublicWidget::of(agent.agent.id.to_string(), &agent.widget);
+    let language: Language = widget.default_language;
     // Inside <script>, `<` could end the element: JSON lets it be escaped.
-    let texts = texts.to_string().replace('<', "\\u003c");
-    let description = match appearance.description.trim() {
-        "" => String::new(),
-        text => format!("<p>{}</p>\n", escape(text)),
+    let data = serde_json::to_string(&widget).unwrap_or_default().replace('<', "\\u003c");
+    let headline = match widget.appearance.headline.trim() {
+        "" => agent.agent.name.as_str(),
+        headline => headline,
+    };
+    let noscript = match language {
+        Language::En => "This chat needs JavaScript.",
+        Language::Es => "Este chat necesita JavaScript.",
     };
     format!(
         r#"<!doctype html>
@@ -334,35 +367,42 @@ fn chat_page(agent: &PublicAgent) -> String {
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <meta name="referrer" content="no-referrer">
 <title>{title}</title>
+<link rel="icon" href="assets/icon.svg" type="image/svg+xml">
 <link rel="stylesheet" href="assets/chat.css">
-<script src="assets/chat.js" defer></script>
-<script type="application/json" id="texts">{texts}</script>
+<script src="assets/widget.js" defer></script>
+<script type="application/json" id="svc-chat-data">{data}</script>
 </head>
-<body data-agent-id="{id}">
+<body class="{theme}">
 <main>
-<h1>{headline}</h1>
-{description}<ol id="log" class="log" aria-live="polite" aria-label="{conversation}">
-<li class="agent">{welcome}</li>
-</ol>
-<form id="ask">
-<label for="question">{label}</label>
-<textarea id="question" name="question" rows="2" maxlength="2000" required></textarea>
-<button type="submit">{send}</button>
-<p id="status" class="status" role="status"></p>
-</form>
+<h1 class="visually-hidden">{headline}</h1>
+<div id="chat" class="chat"></div>
+<noscript><p>{noscript}</p></noscript>
 </main>
 </body>
 </html>
 "#,
         lang = language.as_str(),
         title = escape(&agent.agent.name),
-        id = agent.agent.id,
-        headline = escape(&appearance.headline),
-        conversation = if language == Language::Es { "Conversación" } else { "Conversation" },
-        welcome = escape(&appearance.welcome_message),
-        label = words.label,
-        send = words.send,
+        headline = escape(headline),
+        theme = match widget.appearance.theme {
+            svc_contract::chat::Theme::Light => "light",
+            svc_contract::chat::Theme::Dark => "dark",
+            svc_contract::chat::Theme::Auto => "auto",
+        },
     )
+}
+
+/// The page's policy: [`PAGE_CSP`], with the origin of the Agent's logo
+/// allowed as an image (the only thing the page loads from elsewhere).
+fn page_csp(agent: &PublicAgent) -> String {
+    let logo = url::Url::parse(&agent.widget.appearance.logo_url)
+        .ok()
+        .filter(|url| matches!(url.scheme(), "http" | "https"))
+        .map(|url| url.origin().ascii_serialization());
+    match logo {
+        Some(origin) => PAGE_CSP.replace("img-src 'self'", &format!("img-src 'self' {origin}")),
+        None => PAGE_CSP.to_owned(),
+    }
 }
 
 const NOT_FOUND_PAGE: &str = r#"<!doctype html>

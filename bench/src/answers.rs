@@ -84,6 +84,7 @@ fn speaker(agent: &str) -> anyhow::Result<Speaker> {
         language: Language::En,
         instructions: None,
         temperature: 0.2,
+        top_p: None,
     })
 }
 

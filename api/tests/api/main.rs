@@ -23,4 +23,5 @@ mod public;
 mod reconcile;
 mod resource_metadata;
 mod revision_states;
+mod widget_public;
 mod workspaces;

@@ -427,21 +427,44 @@ async fn the_chat_page_is_served_while_public_chat_is_enabled(pool: PgPool) {
     assert_eq!(page.header("x-content-type-options"), Some("nosniff"));
     let html = page.text();
     assert!(html.contains(r#"<html lang="en">"#));
-    assert!(html.contains(r#"<label for="question">"#) && html.contains(r#"id="question""#));
-    assert!(html.contains(r#"aria-live="polite""#));
-    assert!(html.contains(r#"<script src="assets/chat.js" defer></script>"#));
+    assert!(html.contains(r#"<script src="assets/widget.js" defer></script>"#));
+    assert!(html.contains(r#"<link rel="icon" href="assets/icon.svg""#));
     assert!(html.contains("Help &lt;script&gt;alert(1)&lt;/script&gt;"), "names are escaped");
     assert!(!html.contains("<script>alert"), "no markup from the tenant");
     assert!(!html.contains("onclick") && !html.contains("style="), "nothing inline the policy would block");
-    for (path, kind) in [("/chat/assets/chat.js", "text/javascript"), ("/chat/assets/chat.css", "text/css")] {
+    // The Widget's configuration, as data for the page's script: its public parts only.
+    let data = html.split(r#"<script type="application/json" id="svc-chat-data">"#).nth(1).unwrap();
+    let data: Value = serde_json::from_str(data.split("</script>").next().unwrap()).unwrap();
+    assert_eq!(data["agentId"], s.agent.as_str());
+    assert_eq!(data["appearance"]["headline"], "Helper");
+    assert!(data.get("behavior").is_none() && data.get("allowedOrigins").is_none(), "{data}");
+    for (path, kind) in [
+        ("/chat/assets/widget.js", "text/javascript"),
+        ("/chat/assets/chat.css", "text/css"),
+        ("/chat/assets/icon.svg", "image/svg+xml"),
+        ("/favicon.ico", "image/svg+xml"),
+    ] {
         let asset = s.get(path).await;
-        assert_eq!(asset.status, 200);
-        assert!(asset.header("content-type").unwrap().starts_with(kind));
+        assert_eq!(asset.status, 200, "{path}");
+        assert!(asset.header("content-type").unwrap().starts_with(kind), "{path}");
     }
-    // Spanish Agents get a Spanish page.
-    s.ok("agents/configure", json!({ "agentId": s.agent, "defaultLanguage": "es" })).await;
-    let html = s.get(&format!("/chat/{}", s.agent)).await.text();
-    assert!(html.contains(r#"<html lang="es">"#) && html.contains("Tu pregunta"));
+    // The Widget's look and words: its language, headline, and a logo the policy admits.
+    s.ok(
+        "widgets/configure",
+        json!({ "agentId": s.agent, "configuration": {
+            "defaultLanguage": "es",
+            "appearance": { "headline": "Ayuda <b>", "logoUrl": "https://cdn.example/logo.png", "theme": "dark" },
+            "behavior": { "instructions": "PRIVATE", "predefinedQuestions": [{ "question": "¿Envíos?" }] },
+        } }),
+    )
+    .await;
+    let page = s.get(&format!("/chat/{}", s.agent)).await;
+    let csp = page.header("content-security-policy").unwrap().to_owned();
+    assert!(csp.contains("img-src 'self' https://cdn.example;"), "{csp}");
+    let html = page.text();
+    assert!(html.contains(r#"<html lang="es">"#) && html.contains(r#"<body class="dark">"#), "{html}");
+    assert!(html.contains("Ayuda &lt;b&gt;") && html.contains("¿Envíos?"), "{html}");
+    assert!(!html.contains("PRIVATE"), "{html}");
 }
 
 #[sqlx::test(migrations = "../migrations")]

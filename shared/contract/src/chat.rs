@@ -308,11 +308,67 @@ impl WidgetPackage {
 #[derive(Clone, Debug, PartialEq, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct WidgetManifest {
+    /// The service's address: the Widget's `baseUrl` prop.
+    #[schemars(url)]
+    pub base_url: String,
     pub workspace: ManifestRef,
     pub agent: ManifestRef,
     pub package: WidgetPackage,
     pub configuration: WidgetConfiguration,
     pub public_chat: PublicChat,
+}
+
+/// What `GET {base_url}/api/public/chat/{agentId}/widget` answers (contract
+/// §12; not a catalog operation): the parts of the Widget configuration a
+/// visitor sees. Never its instructions, temperatures, origins or website.
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct PublicWidget {
+    pub agent_id: String,
+    pub default_language: Language,
+    pub show_branding: bool,
+    pub appearance: Appearance,
+    pub welcome_popup: WelcomePopup,
+    #[schemars(length(max = 4))]
+    pub predefined_questions: Vec<PredefinedQuestion>,
+    pub collect_user_info: CollectUserInfo,
+    pub lead_capture: PublicLeadCapture,
+}
+
+/// The lead-capture details a visitor is shown (the notification switch is
+/// the Workspace's business).
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct PublicLeadCapture {
+    pub enabled: bool,
+    pub contact_email: String,
+    pub calendar_link: String,
+    pub phone_number: String,
+    pub custom_message: String,
+}
+
+impl PublicWidget {
+    /// The public parts of `configuration`, the Widget of Agent `agent_id`.
+    pub fn of(agent_id: String, configuration: &WidgetConfiguration) -> Self {
+        let behavior = &configuration.behavior;
+        let lead = &behavior.lead_capture;
+        Self {
+            agent_id,
+            default_language: configuration.default_language,
+            show_branding: configuration.show_branding,
+            appearance: configuration.appearance.clone(),
+            welcome_popup: behavior.welcome_popup.clone(),
+            predefined_questions: behavior.predefined_questions.clone(),
+            collect_user_info: behavior.collect_user_info.clone(),
+            lead_capture: PublicLeadCapture {
+                enabled: lead.enabled,
+                contact_email: lead.contact_email.clone(),
+                calendar_link: lead.calendar_link.clone(),
+                phone_number: lead.phone_number.clone(),
+                custom_message: lead.custom_message.clone(),
+            },
+        }
+    }
 }
 
 /// Longest question the public may ask, in characters (as `widget.verify`).

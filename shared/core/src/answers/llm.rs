@@ -140,14 +140,18 @@ fn request(model: &str, speaker: &Speaker, question: &str, found: &[Found]) -> V
         let heading = f.heading.as_deref().map(|h| format!(" — {h}")).unwrap_or_default();
         passages.push_str(&format!("[{}] “{}”{heading}\n{}\n\n", i + 1, f.title, f.body));
     }
-    json!({
+    let mut request = json!({
         "model": model,
         "temperature": speaker.temperature,
         "messages": [
             { "role": "system", "content": system },
             { "role": "user", "content": format!("Passages:\n\n{passages}Question: {question}") },
         ],
-    })
+    });
+    if let Some(top_p) = speaker.top_p {
+        request["top_p"] = json!(top_p);
+    }
+    request
 }
 
 #[cfg(test)]
@@ -173,7 +177,13 @@ mod tests {
     }
 
     fn speaker() -> Speaker {
-        Speaker { id: AgentId::new(), language: Language::Es, instructions: Some("Be brief.".into()), temperature: 0.7 }
+        Speaker {
+            id: AgentId::new(),
+            language: Language::Es,
+            instructions: Some("Be brief.".into()),
+            temperature: 0.7,
+            top_p: Some(0.4),
+        }
     }
 
     fn llm(base_url: &str, timeout: Duration) -> Llm {
@@ -200,6 +210,7 @@ mod tests {
         assert_eq!(auth, "Bearer sk-test");
         assert_eq!(body["model"], "stand-in-1");
         assert_eq!(body["temperature"], 0.7);
+        assert_eq!(body["top_p"], 0.4);
         let system = body["messages"][0]["content"].as_str().unwrap();
         assert_eq!(body["messages"][0]["role"], "system");
         assert!(system.starts_with("Be brief.") && system.contains("Answer in Spanish"), "{system}");

@@ -67,6 +67,8 @@ pub struct Speaker {
     pub language: Language,
     pub instructions: Option<String>,
     pub temperature: f64,
+    /// Nucleus sampling, when the speaker sets it.
+    pub top_p: Option<f64>,
 }
 
 /// Words of a question ranking uses, at most: the rarest. Common words add

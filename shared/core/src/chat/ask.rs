@@ -11,13 +11,13 @@ use serde_json::Value;
 use svc_contract::chat::MAX_PUBLIC_QUESTION_CHARS;
 use svc_contract::{Issue, Problem, ProblemCode};
 
+use super::PublicAgent;
 use crate::answers::{self, Answer, Speaker};
 use crate::entitlements::{Entitlement, LimitKey};
 use crate::error::Result;
 use crate::ids::ConversationId;
 use crate::service::Service;
 use crate::store;
-use crate::store::agents::AgentRow;
 
 /// An answer and the conversation it belongs to.
 #[derive(Clone, Debug)]
@@ -26,15 +26,33 @@ pub struct Asked {
     pub answer: Answer,
 }
 
-/// Who answers: an Agent as its row describes it.
-pub fn speaker(agent: &AgentRow) -> Speaker {
+/// Who answers the public: the Agent, speaking through its Widget. The
+/// Widget's `defaultLanguage` is the answer's language; its `instructions`
+/// follow the Agent's own (both apply). Once the Widget is configured its
+/// `conversationTemperature` is the temperature and its
+/// `conversationCreativity` the nucleus (`top_p`) of the model's sampling;
+/// before that the Agent's temperature stands and `top_p` is the model's own.
+pub fn speaker(agent: &PublicAgent) -> Speaker {
+    let row = &agent.agent;
+    let behavior = &agent.widget.behavior;
+    let instructions = [row.instructions.as_deref().unwrap_or(""), behavior.instructions.as_str()]
+        .iter()
+        .map(|text| text.trim())
+        .filter(|text| !text.is_empty())
+        .collect::<Vec<_>>()
+        .join("\n\n");
     Speaker {
-        id: agent.id,
-        language: agent.default_language.into(),
-        instructions: agent.instructions.clone(),
-        temperature: agent.temperature,
+        id: row.id,
+        language: agent.widget.default_language,
+        instructions: (!instructions.is_empty()).then_some(instructions),
+        temperature: if agent.widget_stored { behavior.conversation_temperature } else { row.temperature },
+        top_p: agent.widget_stored.then(|| behavior.conversation_creativity.max(MIN_TOP_P)),
     }
 }
+
+/// Smallest `top_p` sent: 0 is refused by some models and means "one token"
+/// to the others.
+const MIN_TOP_P: f64 = 0.01;
 
 /// Answers `question` as `agent`, within `conversation` when it is one of this
 /// Agent's, else in a new conversation counted toward the Workspace's quota
@@ -43,11 +61,11 @@ pub fn speaker(agent: &AgentRow) -> Speaker {
 /// held while a model answers.
 pub async fn ask(
     service: &Service,
-    agent: &AgentRow,
-    entitlement: &Entitlement,
+    public: &PublicAgent,
     question: &str,
     conversation: Option<ConversationId>,
 ) -> Result<Asked> {
+    let (agent, entitlement) = (&public.agent, &public.entitlement);
     let (conversation, new) = {
         let mut conn = service.pool().acquire().await?;
         match conversation {
@@ -62,7 +80,7 @@ pub async fn ask(
             }
         }
     };
-    match answers::answer(service.pool(), service.llm(), &speaker(agent), question).await {
+    match answers::answer(service.pool(), service.llm(), &speaker(public), question).await {
         Ok(answer) => Ok(Asked { conversation, answer }),
         Err(error) => {
             if new {

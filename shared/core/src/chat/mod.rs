@@ -323,6 +323,8 @@ pub struct PublicAgent {
     pub allowed_origins: Vec<Origin>,
     /// The effective Widget configuration.
     pub widget: WidgetConfiguration,
+    /// Whether the Widget was configured (else `widget` is the default).
+    pub widget_stored: bool,
 }
 
 impl PublicAgent {
@@ -371,6 +373,7 @@ pub async fn public_agent(conn: &mut PgConnection, agent: AgentId) -> Result<Opt
     let Some(row) = store::chat::find_public(conn, agent).await? else {
         return Ok(None);
     };
+    let widget_stored = row.configuration.is_some();
     let widget =
         effective_configuration(row.configuration.map(|c| c.0), &row.agent.name, row.agent.default_language.into());
     // Stored origins were normalised when written; one that no longer parses
@@ -384,6 +387,7 @@ pub async fn public_agent(conn: &mut PgConnection, agent: AgentId) -> Result<Opt
         website: row.website,
         allowed_origins,
         widget,
+        widget_stored,
     }))
 }
 

@@ -67,6 +67,7 @@ impl Handler for Manifest {
         let state = chat::agent_chat(conn, ws.id, agent).await?.ok_or_else(not_found)?;
         let public_chat = chat::public_chat(&ctx.service.config().public_base_url, agent, state.enabled, state.website);
         Ok(ManifestOutput {
+            base_url: ctx.service.config().public_base_url.trim_end_matches('/').to_owned(),
             workspace: ManifestRef { id: ws.id.to_string(), slug: ws.slug.clone() },
             agent: ManifestRef { id: agent.to_string(), slug: state.agent_slug },
             package: WidgetPackage::CURRENT,
@@ -105,7 +106,7 @@ pub(crate) async fn verify(ctx: &Ctx<'_>, input: VerifyInput) -> Result<VerifyOu
         // No answer is asked for, so no conversation is spent.
         return Err(failed(&checks, "The Widget is not ready to answer on this origin.").into());
     }
-    let asked = chat::ask(ctx.service, &agent.agent, &agent.entitlement, &input.question, None).await;
+    let asked = chat::ask(ctx.service, &agent, &input.question, None).await;
     let answer = match asked {
         Ok(asked) => asked.answer.text,
         Err(Error::Problem(problem)) if problem.code == ProblemCode::ProcessingFailed => {
