@@ -10,6 +10,9 @@ use std::time::Duration;
 
 use svc_contract::{CATALOG, ProblemCode};
 
+mod responses;
+pub use responses::surface_of;
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Surface {
     Http,
@@ -31,11 +34,16 @@ struct Series {
 
 pub struct Metrics {
     series: Vec<Series>,
+    /// Every response, by surface and status class.
+    pub responses: responses::Responses,
 }
 
 impl Default for Metrics {
     fn default() -> Self {
-        Self { series: (0..SURFACES.len() * CATALOG.len()).map(|_| Series::default()).collect() }
+        Self {
+            series: (0..SURFACES.len() * CATALOG.len()).map(|_| Series::default()).collect(),
+            responses: responses::Responses::default(),
+        }
     }
 }
 
@@ -105,6 +113,7 @@ impl Metrics {
             }
         }
         out.push_str(&histograms);
+        self.responses.render(&mut out);
         let idle = pool.num_idle() as u64;
         let size = u64::from(pool.size());
         out.push_str("# HELP svc_db_connections Database pool connections by state.\n");
