@@ -267,6 +267,7 @@ impl DatabaseArgs {
         Timeouts {
             statement: Duration::from_millis(self.db_statement_timeout_ms),
             lock: Duration::from_millis(self.db_lock_timeout_ms),
+            ..Timeouts::SERVING
         }
     }
 }

@@ -25,10 +25,26 @@ pub async fn healthz() -> impl IntoResponse {
 pub async fn readyz(State(state): State<AppState>) -> impl IntoResponse {
     let database = match tokio::time::timeout(CHECK_TIMEOUT, runtime::schema(state.service.pool())).await {
         Ok(Ok(schema)) => schema.as_str(),
-        Ok(Err(_)) | Err(_) => "unreachable",
+        Ok(Err(error)) => {
+            tracing::warn!(error = %svc_core::error::chain(&error), "not ready: PostgreSQL unreachable");
+            "unreachable"
+        }
+        Err(_) => {
+            tracing::warn!("not ready: PostgreSQL did not answer within {CHECK_TIMEOUT:?}");
+            "unreachable"
+        }
     };
-    let redis = tokio::time::timeout(CHECK_TIMEOUT, ping_redis(&state.redis)).await.is_ok_and(|r| r.is_ok());
-    let redis = if redis { "ok" } else { "unreachable" };
+    let redis = match tokio::time::timeout(CHECK_TIMEOUT, ping_redis(&state.redis)).await {
+        Ok(Ok(())) => "ok",
+        Ok(Err(error)) => {
+            tracing::warn!(%error, "not ready: Redis unreachable");
+            "unreachable"
+        }
+        Err(_) => {
+            tracing::warn!("not ready: Redis did not answer within {CHECK_TIMEOUT:?}");
+            "unreachable"
+        }
+    };
     let ready = database == "ok" && redis == "ok";
     let status = if ready { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
     let body = json!({
@@ -47,6 +63,7 @@ pub async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
     let mut text = state.metrics.render(state.service.pool());
     text.push_str(&queue_figures(&state).await);
     text.push_str(&wait_cache_figures(&state));
+    text.push_str(&svc_core::faults::render());
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text)
 }
 

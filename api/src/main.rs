@@ -52,7 +52,8 @@ async fn run(command: Command) -> anyhow::Result<()> {
     match command {
         Command::Serve(config) => {
             let database = &config.database;
-            let pool = runtime::connect(database.url(), database.database_max_connections, database.timeouts())?;
+            let pool =
+                runtime::connect(database.url(), "svc-api", database.database_max_connections, database.timeouts())?;
             let app = App::build(&config, pool).await?;
             tracing::info!(addr = %app.local_addr()?, base_url = %app.public_base_url, "svc-api listening");
             app.run_until(runtime::shutdown_signal()).await;

@@ -83,7 +83,7 @@ pub async fn serve(router: axum::Router) -> anyhow::Result<SocketAddr> {
 
 /// A migrated pool on `url`.
 pub async fn migrated(url: &str, connections: u32) -> anyhow::Result<PgPool> {
-    let pool = svc_core::runtime::connect(url, connections, svc_core::runtime::Timeouts::SERVING)?;
+    let pool = svc_core::runtime::connect(url, "svc-bench", connections, svc_core::runtime::Timeouts::SERVING)?;
     svc_core::runtime::MIGRATOR.run(&pool).await?;
     Ok(pool)
 }

@@ -41,7 +41,7 @@ pub async fn watch(pool: PgPool, redis: redis::Client, readiness: Arc<Readiness>
         let database = match database {
             Ok(Ok(Schema::Current)) => Ok(()),
             Ok(Ok(schema)) => Err(format!("the database schema is {}: run `svc-api migrate`", schema.as_str())),
-            Ok(Err(error)) => Err(error.to_string()),
+            Ok(Err(error)) => Err(svc_core::error::chain(&error)),
             Err(_) => Err("no answer within 2 s".to_owned()),
         };
         let redis = tokio::time::timeout(EVERY, ping(&redis)).await;
@@ -113,5 +113,7 @@ async fn readyz(State(shared): State<Shared>) -> impl IntoResponse {
 }
 
 async fn metrics_text(State(shared): State<Shared>) -> impl IntoResponse {
-    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], shared.metrics.render(shared.readiness.ready()))
+    let mut text = shared.metrics.render(shared.readiness.ready());
+    text.push_str(&svc_core::faults::render());
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text)
 }

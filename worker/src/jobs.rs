@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 use apalis::prelude::{BoxDynError, Data};
 use backon::{ExponentialBuilder, Retryable};
 use sqlx::PgPool;
+use svc_core::error::chain;
 use svc_core::jobs::{Job, Queue};
 use svc_core::knowledge::{self, Outcome, Processing};
 use svc_core::reconcile;
@@ -29,16 +30,22 @@ fn retries() -> ExponentialBuilder {
         .with_max_times(4)
 }
 
-/// Runs one job. Transient failures (the database unreachable, a deadlock) are
-/// retried with exponential backoff; every attempt at a revision is counted in
-/// PostgreSQL, so one that keeps failing ends `failed` there. The job itself is
-/// always acknowledged: apalis's own retries are unbounded in practice, and
-/// PostgreSQL, not Redis, decides what is left to do.
+/// Runs one job. A transient failure before the work was taken (the database
+/// unreachable, a lock held by another) is retried with exponential backoff;
+/// once taken, processing retries its own steps (see `knowledge::process`), and
+/// only attempts cut short by the content or by a crash count towards the
+/// limit in PostgreSQL. The job itself is always acknowledged: apalis's own
+/// retries are unbounded in practice, and PostgreSQL, not Redis, decides what
+/// is left to do.
 pub async fn handle(job: Job, context: Data<Arc<Context>>) -> Result<(), BoxDynError> {
     let started = Instant::now();
     let result = (|| run(&context, job))
         .retry(retries())
-        .notify(|error, delay| tracing::warn!(?job, %error, ?delay, "job failed; retrying"))
+        .when(|error| error.fault().is_transient())
+        .notify(|error, delay| {
+            svc_core::faults::retried(svc_core::faults::Retry::Work);
+            tracing::warn!(?job, error = %chain(error), ?delay, "job failed; retrying");
+        })
         .await;
     let outcome = match result {
         Ok(Outcome::Promoted) => JobOutcome::Processed,
@@ -48,7 +55,7 @@ pub async fn handle(job: Job, context: Data<Arc<Context>>) -> Result<(), BoxDynE
         }
         Ok(Outcome::Skipped) => JobOutcome::Skipped,
         Err(error) => {
-            tracing::error!(?job, %error, "job given up after retries; the sweeper will send it again");
+            tracing::error!(?job, error = %chain(&error), "job given up; the sweeper will send it again");
             JobOutcome::Retried
         }
     };

@@ -49,7 +49,11 @@ fn worker_name(restarts: usize) -> String {
 async fn run(config: Config) -> anyhow::Result<()> {
     // A connection per job slot, plus the sweeper, the lease renewals and checks.
     let connections = u32::try_from(config.concurrency * 2 + 4).unwrap_or(32);
-    let pool = runtime::connect(config.database_url(), connections, runtime::Timeouts::SERVING)?;
+    // A frozen replica's open transaction ends well within its lease, so the
+    // replica that takes its work over is not kept waiting on its locks.
+    let lease = Config::secs(config.lease_secs);
+    let timeouts = runtime::Timeouts::SERVING.idle_in_transaction((lease / 2).max(Duration::from_secs(1)));
+    let pool = runtime::connect(config.database_url(), "svc-worker", connections, timeouts)?;
     let queue = Queue::new(config.redis_url(), &config.queue_namespace)?;
     let redis = redis::Client::open(config.redis_url())?;
     let stop = CancellationToken::new();
@@ -164,7 +168,9 @@ async fn sweeper(
                     );
                 }
             }
-            Err(error) => tracing::warn!(%error, "sweep failed; retrying next interval"),
+            Err(error) => {
+                tracing::warn!(error = %svc_core::error::chain(&error), "sweep failed; retrying next interval")
+            }
         }
         tokio::select! {
             () = stop.cancelled() => return,

@@ -94,7 +94,7 @@ async fn one_tenants_flood_does_not_stall_another(pool: PgPool) {
         let o = pool.connect_options();
         format!("postgres://{}@{}:{}/{}", o.get_username(), o.get_host(), o.get_port(), o.get_database().unwrap())
     };
-    let small = svc_core::runtime::connect(&url, 4, svc_core::runtime::Timeouts::SERVING).unwrap();
+    let small = svc_core::runtime::connect(&url, "svc-api-test", 4, svc_core::runtime::Timeouts::SERVING).unwrap();
     let app = TestApp::new(small).await;
     let (flooder, flooded) = app.owner("flooder").await;
     svc_core::admin::plan_set(&app.pool, &flooded, "pro", &[]).await.unwrap();

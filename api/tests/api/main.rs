@@ -9,6 +9,7 @@ mod api_keys;
 mod catalog;
 mod chat;
 mod devidp;
+mod faults;
 mod hardening;
 mod helpers;
 mod http;

@@ -168,11 +168,17 @@ impl Problem {
         Self::new(ProblemCode::InternalError, "An internal error occurred.")
     }
 
+    /// Seconds a client waits before retrying a problem answered 503: the
+    /// `Retry-After` header on HTTP, `details.retryAfterSeconds` on every surface
+    /// (an MCP tool result has no header).
+    pub const RETRY_AFTER_SECS: u64 = 5;
+
     /// A dependency is unreachable: `internal_error` answered 503 with `Retry-After`.
     pub fn unavailable() -> Self {
         Self {
             unavailable: true,
             ..Self::new(ProblemCode::InternalError, "The service is temporarily unavailable; retry shortly.")
+                .with_detail("retryAfterSeconds", Self::RETRY_AFTER_SECS)
         }
     }
 
@@ -186,6 +192,7 @@ impl Problem {
                 "The service is busy with other changes to this Workspace; retry shortly.",
             )
             .with_detail("reason", "busy")
+            .with_detail("retryAfterSeconds", Self::RETRY_AFTER_SECS)
         }
     }
 

@@ -1,5 +1,5 @@
 //! The error type of the domain layer and the one place database failures are
-//! mapped to problems.
+//! classified and mapped to problems.
 
 use svc_contract::Problem;
 
@@ -9,7 +9,7 @@ use svc_contract::Problem;
 pub enum Error {
     #[error(transparent)]
     Problem(#[from] Problem),
-    #[error("database error")]
+    #[error("database error: {0}")]
     Database(#[from] sqlx::Error),
     #[error("{0}")]
     Internal(String),
@@ -17,9 +17,71 @@ pub enum Error {
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
+/// What kind of failure a database error is: whether trying again can help, and
+/// how.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fault {
+    /// The connection or the server went away (a terminated backend, a reset,
+    /// a failover): nothing more was done on it. Another connection may work at
+    /// once. A statement that was sent may or may not have committed.
+    ConnectionLost,
+    /// No connection could be had (the pool timed out or is closed), or the
+    /// database is not migrated for this binary: the database is unavailable.
+    Unavailable,
+    /// A lock or statement timeout, a deadlock, a serialization failure: the
+    /// transaction was rolled back; it may succeed once the other holder is done.
+    Contention,
+    /// Anything else: a bug or bad data, not to be retried.
+    Permanent,
+}
+
+impl Fault {
+    /// Whether waiting and trying again can succeed.
+    pub fn is_transient(self) -> bool {
+        !matches!(self, Self::Permanent)
+    }
+}
+
+/// Classifies a database error (see docs/decisions.md, "Which database errors
+/// are transient").
+pub fn fault(error: &sqlx::Error) -> Fault {
+    match error {
+        sqlx::Error::Io(_) | sqlx::Error::WorkerCrashed => Fault::ConnectionLost,
+        sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed => Fault::Unavailable,
+        sqlx::Error::Database(db) => sqlstate_fault(db.code().as_deref().unwrap_or_default()),
+        _ => Fault::Permanent,
+    }
+}
+
+/// The fault an SQLSTATE stands for.
+fn sqlstate_fault(code: &str) -> Fault {
+    match code {
+        // Class 08: connection exception. 57P01 admin shutdown (pg_terminate_backend,
+        // a restart), 57P02 crash shutdown, 57P03 cannot connect now (starting or
+        // in recovery), 57P05 idle session timeout, 25P03 idle-in-transaction
+        // timeout: each ends the session.
+        c if c.starts_with("08") => Fault::ConnectionLost,
+        "57P01" | "57P02" | "57P03" | "57P05" | "25P03" => Fault::ConnectionLost,
+        // An unmigrated database (or one behind this binary): an operator's
+        // `svc-api migrate` away from working, not a fault in the call.
+        "42P01" | "42703" | "42704" | "42883" | "3F000" => Fault::Unavailable,
+        // Lock and statement timeouts, deadlocks, serialization failures.
+        "55P03" | "57014" | "40P01" | "40001" => Fault::Contention,
+        _ => Fault::Permanent,
+    }
+}
+
 impl Error {
     pub fn internal(message: impl Into<String>) -> Self {
         Self::Internal(message.into())
+    }
+
+    /// The fault behind a database error; every other error is permanent.
+    pub fn fault(&self) -> Fault {
+        match self {
+            Self::Database(error) => fault(error),
+            Self::Problem(_) | Self::Internal(_) => Fault::Permanent,
+        }
     }
 
     /// The problem answered to the caller. Unexpected failures are logged here,
@@ -36,36 +98,52 @@ impl Error {
     }
 }
 
-/// Row not found is `resource_not_found`; an unreachable or exhausted database,
-/// or one whose schema is missing, is `internal_error` answered 503; anything else is logged and `internal_error`.
+/// An error with its causes, "outer: inner: innermost", for logs.
+pub fn chain(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        // thiserror's `{0}` already shows the first cause: say it once.
+        if !text.ends_with(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
+        source = cause.source();
+    }
+    text
+}
+
+/// Row not found is `resource_not_found`; a value PostgreSQL cannot store is the
+/// caller's `invalid_request`; every transient fault is `internal_error` answered
+/// 503 with `Retry-After`; anything else is logged and `internal_error` (500).
 fn database_problem(error: sqlx::Error) -> Problem {
-    match error {
-        sqlx::Error::RowNotFound => Problem::not_found("resource"),
-        // Input the schema admitted but PostgreSQL cannot store (an encoding it
-        // refuses, a value too large for an index) is still the caller's input.
-        sqlx::Error::Database(db) if matches!(db.code().as_deref(), Some("22021" | "22P05" | "54000")) => {
-            Problem::invalid("unstorable_value", "A value in the input cannot be stored.")
-        }
-        sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed | sqlx::Error::Io(_) | sqlx::Error::WorkerCrashed => {
-            tracing::warn!(error = %error, "database unavailable");
+    if let sqlx::Error::RowNotFound = error {
+        return Problem::not_found("resource");
+    }
+    // Input the schema admitted but PostgreSQL cannot store (an encoding it
+    // refuses, a value too large for an index) is still the caller's input.
+    if let sqlx::Error::Database(db) = &error
+        && matches!(db.code().as_deref(), Some("22021" | "22P05" | "54000"))
+    {
+        return Problem::invalid("unstorable_value", "A value in the input cannot be stored.");
+    }
+    match fault(&error) {
+        Fault::ConnectionLost => {
+            crate::faults::connection_lost();
+            tracing::warn!(error = %chain(&error), "database connection lost");
             Problem::unavailable()
         }
-        // An unmigrated database (or one behind this binary): an operator's
-        // `svc-api migrate` away from working, not a fault in the call.
-        sqlx::Error::Database(db)
-            if matches!(db.code().as_deref(), Some("42P01" | "42703" | "42704" | "42883" | "3F000")) =>
-        {
-            tracing::warn!(error = %db, "the database schema is missing or behind this binary: run `svc-api migrate`");
+        Fault::Unavailable => {
+            tracing::warn!(error = %chain(&error), "database unavailable (run `svc-api migrate` if the schema is missing)");
             Problem::unavailable()
         }
-        // A lock or statement timeout, a deadlock or a serialization failure:
-        // contention that a retry resolves; nothing was written.
-        sqlx::Error::Database(db) if matches!(db.code().as_deref(), Some("55P03" | "57014" | "40P01" | "40001")) => {
-            tracing::warn!(error = %db, "database contention");
+        Fault::Contention => {
+            tracing::warn!(error = %chain(&error), "database contention");
             Problem::busy()
         }
-        error => {
-            tracing::error!(error = %error, source = ?std::error::Error::source(&error), "database error");
+        Fault::Permanent => {
+            tracing::error!(error = %chain(&error), "database error");
             Problem::internal()
         }
     }
@@ -88,4 +166,60 @@ impl<T> OnConstraint<T> for std::result::Result<T, sqlx::Error> {
 /// Whether `error` is a violation of the named constraint.
 pub fn is_constraint(error: &sqlx::Error, name: &str) -> bool {
     matches!(error, sqlx::Error::Database(db) if db.constraint() == Some(name))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sqlstates_are_classified() {
+        for code in ["08000", "08003", "08006", "08P01", "57P01", "57P02", "57P03", "57P05", "25P03"] {
+            assert_eq!(sqlstate_fault(code), Fault::ConnectionLost, "{code}");
+        }
+        for code in ["55P03", "57014", "40P01", "40001"] {
+            assert_eq!(sqlstate_fault(code), Fault::Contention, "{code}");
+        }
+        for code in ["42P01", "3F000"] {
+            assert_eq!(sqlstate_fault(code), Fault::Unavailable, "{code}");
+        }
+        // An unexpected constraint, a syntax error, a division by zero: bugs.
+        for code in ["23505", "23514", "42601", "22012", "XX000", ""] {
+            assert_eq!(sqlstate_fault(code), Fault::Permanent, "{code}");
+        }
+    }
+
+    #[test]
+    fn io_errors_and_pool_failures_are_transient_decode_errors_are_not() {
+        let reset = sqlx::Error::Io(std::io::Error::from(std::io::ErrorKind::ConnectionReset));
+        assert_eq!(fault(&reset), Fault::ConnectionLost);
+        let eof = sqlx::Error::Io(std::io::Error::from(std::io::ErrorKind::UnexpectedEof));
+        assert_eq!(fault(&eof), Fault::ConnectionLost);
+        assert_eq!(fault(&sqlx::Error::PoolTimedOut), Fault::Unavailable);
+        assert_eq!(fault(&sqlx::Error::PoolClosed), Fault::Unavailable);
+        assert_eq!(fault(&sqlx::Error::RowNotFound), Fault::Permanent);
+        assert_eq!(fault(&sqlx::Error::Decode("bad".into())), Fault::Permanent);
+        assert_eq!(fault(&sqlx::Error::Protocol("out of sync".into())), Fault::Permanent);
+    }
+
+    #[test]
+    fn transient_faults_answer_503_and_bugs_500() {
+        let lost = Error::from(sqlx::Error::Io(std::io::Error::from(std::io::ErrorKind::BrokenPipe)));
+        assert_eq!(lost.fault(), Fault::ConnectionLost);
+        let problem = lost.into_problem();
+        assert_eq!(problem.http_status(), 503);
+        assert!(problem.unavailable);
+        let bug = Error::from(sqlx::Error::Decode("bad".into())).into_problem();
+        assert_eq!(bug.http_status(), 500);
+        assert!(!bug.unavailable);
+    }
+
+    #[test]
+    fn the_chain_names_every_cause_once() {
+        let io = std::io::Error::new(std::io::ErrorKind::ConnectionReset, "connection reset by peer");
+        let error = Error::from(sqlx::Error::Io(io));
+        let text = chain(&error);
+        assert!(text.contains("connection reset by peer"), "{text}");
+        assert_eq!(text.matches("connection reset by peer").count(), 1, "{text}");
+    }
 }

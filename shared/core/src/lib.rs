@@ -13,6 +13,7 @@ pub mod config;
 pub mod cursor;
 pub mod entitlements;
 pub mod error;
+pub mod faults;
 pub mod gates;
 pub mod housekeeping;
 pub mod idempotency;

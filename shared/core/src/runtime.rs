@@ -4,9 +4,10 @@ use std::time::Duration;
 
 use std::str::FromStr;
 
-use sqlx::PgPool;
 use sqlx::migrate::Migrator;
+use sqlx::pool::PoolConnection;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sqlx::{PgPool, Postgres};
 use tracing::{Level, Metadata};
 use tracing_subscriber::filter::filter_fn;
 use tracing_subscriber::layer::SubscriberExt;
@@ -76,35 +77,96 @@ pub async fn schema(pool: &PgPool) -> Result<Schema, sqlx::Error> {
     Ok(if behind { Schema::Behind } else { Schema::Current })
 }
 
-/// Bounds on what one statement may take.
+/// Bounds on what one statement, and one transaction, may take.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Timeouts {
     /// Longest statement (`statement_timeout`).
     pub statement: Duration,
     /// Longest wait for a row or advisory lock (`lock_timeout`).
     pub lock: Duration,
+    /// Longest pause inside an open transaction
+    /// (`idle_in_transaction_session_timeout`): PostgreSQL ends the session of a
+    /// frozen process (SIGSTOP, a VM pause) so the locks it holds are freed.
+    pub idle_in_transaction: Duration,
 }
 
 impl Timeouts {
     /// For the request path: a statement past this is a fault, not a workload.
-    pub const SERVING: Timeouts = Timeouts { statement: Duration::from_secs(30), lock: Duration::from_secs(5) };
+    pub const SERVING: Timeouts = Timeouts {
+        statement: Duration::from_secs(30),
+        lock: Duration::from_secs(5),
+        idle_in_transaction: Duration::from_secs(30),
+    };
+
+    /// The same with a shorter pause inside a transaction.
+    pub fn idle_in_transaction(self, idle: Duration) -> Self {
+        Self { idle_in_transaction: idle, ..self }
+    }
 }
+
+/// A pooled connection idle this long is checked (one round trip) before it is
+/// handed out: PostgreSQL, a pooler or a proxy may have closed it meanwhile.
+/// A connection in steady use is not (as HikariCP's `aliveBypassWindowMs`).
+pub const CHECK_AFTER_IDLE: Duration = Duration::from_secs(1);
 
 /// The database pool. Connections open on first use, so a process starts (and
 /// reports itself unready) while the database is down. Every connection carries
-/// `timeouts`, set in its start-up packet (no extra round trip).
-pub fn connect(database_url: &str, max_connections: u32, timeouts: Timeouts) -> Result<PgPool, sqlx::Error> {
-    let options = PgConnectOptions::from_str(database_url)?.options([
+/// `timeouts` and names its process (`application_name`, seen in
+/// `pg_stat_activity`), both set in its start-up packet (no extra round trip).
+/// A connection found dead is closed, never handed out or kept.
+pub fn connect(
+    database_url: &str,
+    application: &str,
+    max_connections: u32,
+    timeouts: Timeouts,
+) -> Result<PgPool, sqlx::Error> {
+    let options = PgConnectOptions::from_str(database_url)?.application_name(application).options([
         ("statement_timeout", format!("{}ms", timeouts.statement.as_millis())),
         ("lock_timeout", format!("{}ms", timeouts.lock.as_millis())),
+        ("idle_in_transaction_session_timeout", format!("{}ms", timeouts.idle_in_transaction.as_millis())),
     ]);
     Ok(PgPoolOptions::new()
         .max_connections(max_connections)
         .acquire_timeout(Duration::from_secs(5))
-        // A connection is checked by using it: a ping per checkout would double
-        // the round trips of every request.
+        // A connection in steady use is checked by using it (a failure is
+        // retried, see `Session`): a ping per checkout would double the round
+        // trips of every request. One that sat idle is checked first.
         .test_before_acquire(false)
+        .before_acquire(|conn, meta| {
+            Box::pin(async move {
+                if meta.idle_for < CHECK_AFTER_IDLE {
+                    return Ok(true);
+                }
+                match sqlx::Connection::ping(conn).await {
+                    Ok(()) => Ok(true),
+                    Err(error) => {
+                        crate::faults::connection_lost();
+                        tracing::info!(error = %crate::error::chain(&error), "closed an idle database connection found dead");
+                        Ok(false)
+                    }
+                }
+            })
+        })
         .connect_lazy_with(options))
+}
+
+/// A pooled connection checked just now (one round trip), for a step retried
+/// after its connection was lost: a failover or a terminated session leaves
+/// several dead ones in the pool, each closed here as it is found.
+pub async fn live_connection(pool: &PgPool) -> Result<PoolConnection<Postgres>, sqlx::Error> {
+    let mut last = None;
+    for _ in 0..=pool.options().get_max_connections() {
+        let mut conn = pool.acquire().await?;
+        match sqlx::Connection::ping(&mut *conn).await {
+            Ok(()) => return Ok(conn),
+            Err(error) => {
+                crate::faults::connection_lost();
+                conn.close_on_drop();
+                last = Some(error);
+            }
+        }
+    }
+    Err(last.unwrap_or(sqlx::Error::PoolTimedOut))
 }
 
 /// A pool for one-off work without the serving timeouts (migrations, operator

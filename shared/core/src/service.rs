@@ -188,6 +188,28 @@ impl Session<'_> {
         }
     }
 
+    /// Drops a connection found dead (never back into the pool) and takes a live
+    /// one: the next step runs on a connection checked just now.
+    pub(crate) async fn reconnect(&mut self) -> crate::error::Result<()> {
+        if let Some(mut dead) = self.conn.take() {
+            dead.close_on_drop();
+        }
+        self.conn = Some(crate::runtime::live_connection(&self.service.pool).await?);
+        Ok(())
+    }
+
+    /// Whether `error` means the connection went away, in which case the
+    /// session has a live connection again and the step may run once more.
+    pub(crate) async fn lost_and_reconnected(&mut self, error: &Error) -> bool {
+        if error.fault() != crate::error::Fault::ConnectionLost {
+            return false;
+        }
+        crate::faults::connection_lost();
+        tracing::info!(error = %crate::error::chain(error), "database connection lost; retrying on a fresh one");
+        crate::faults::retried(crate::faults::Retry::Request);
+        self.reconnect().await.is_ok()
+    }
+
     /// See [`Service::authenticate`].
     pub async fn authenticate(
         &mut self,
@@ -195,11 +217,27 @@ impl Session<'_> {
         workspace: Option<&str>,
     ) -> Result<Caller, Problem> {
         let selector = Selector::parse(workspace);
-        match auth::parse_bearer(authorization)? {
-            Credential::Jwt(token) => self.authenticate_user(token, &selector).await,
-            Credential::ApiKey(secret) => self.authenticate_key(secret, &selector).await,
+        let credential = auth::parse_bearer(authorization)?;
+        // Authentication only reads (and may touch a key's last use): a
+        // connection that turned out dead is replaced and it runs again.
+        let mut result = self.authenticate_once(&credential, &selector).await;
+        if let Err(error) = &result
+            && self.lost_and_reconnected(error).await
+        {
+            result = self.authenticate_once(&credential, &selector).await;
         }
-        .map_err(Error::into_problem)
+        result.map_err(Error::into_problem)
+    }
+
+    async fn authenticate_once(
+        &mut self,
+        credential: &Credential<'_>,
+        selector: &Selector,
+    ) -> crate::error::Result<Caller> {
+        match *credential {
+            Credential::Jwt(token) => self.authenticate_user(token, selector).await,
+            Credential::ApiKey(secret) => self.authenticate_key(secret, selector).await,
+        }
     }
 
     async fn authenticate_user(&mut self, token: &str, selector: &Selector) -> crate::error::Result<Caller> {
@@ -294,7 +332,21 @@ impl Session<'_> {
             entitlements::admit(op, ws.is_archived(), &ws.entitlement, now)?;
         }
         let ctx = ops::Ctx { service, caller, workspace, client, now, held: None };
-        ops::dispatch(&ctx, self, op, input, idempotency_key).await.map_err(Error::into_problem)
+        if op.mutating {
+            // A mutation retries only a failed BEGIN (see `ops::write`): once its
+            // transaction has started, a lost connection leaves its outcome
+            // unknown, and the client retries with the same idempotency key.
+            return ops::dispatch(&ctx, self, op, input, idempotency_key).await.map_err(Error::into_problem);
+        }
+        // A read whose connection turned out dead runs once more on a live one.
+        let again = input.clone();
+        let mut result = ops::dispatch(&ctx, self, op, input, None).await;
+        if let Err(error) = &result
+            && self.lost_and_reconnected(error).await
+        {
+            result = ops::dispatch(&ctx, self, op, again, None).await;
+        }
+        result.map_err(Error::into_problem)
     }
 }
 

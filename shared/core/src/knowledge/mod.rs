@@ -403,13 +403,20 @@ impl Backlog {
         let now = self.epoch.elapsed().as_millis() as u64 + Self::FRESH_MS;
         let read_at = self.read_at.load(Relaxed);
         // One caller per second wins the right to read; the others use the figure.
-        if now - read_at >= Self::FRESH_MS && self.read_at.compare_exchange(read_at, now, Relaxed, Relaxed).is_ok() {
+        if Self::stale(now, read_at) && self.read_at.compare_exchange(read_at, now, Relaxed, Relaxed).is_ok() {
             match store::knowledge::backlog(conn).await {
                 Ok((count, _)) => self.count.store(count, Relaxed),
-                Err(error) => tracing::warn!(%error, "could not read the backlog"),
+                Err(error) => tracing::warn!(error = %crate::error::chain(&error), "could not read the backlog"),
             }
         }
         self.count.load(Relaxed)
+    }
+
+    /// Whether a figure read at `read_at` is due again at `now`. Another thread
+    /// may have stored a later `read_at` after this one read the clock: such a
+    /// figure is fresh, not a wrap-around.
+    fn stale(now: u64, read_at: u64) -> bool {
+        now.saturating_sub(read_at) >= Self::FRESH_MS
     }
 }
 
@@ -427,6 +434,14 @@ mod tests {
         assert_eq!(source_state(true, Some(Processing)), SourceState::Replacing);
         assert_eq!(source_state(true, Some(Failed)), SourceState::Active, "the last good revision still answers");
         assert_eq!(source_state(true, None), SourceState::Active);
+    }
+
+    #[test]
+    fn a_backlog_read_by_another_thread_after_this_clock_reading_is_fresh() {
+        assert!(Backlog::stale(5_000, 3_000));
+        assert!(!Backlog::stale(5_000, 4_500));
+        // Another thread read the clock later and stored it first.
+        assert!(!Backlog::stale(5_000, 5_200));
     }
 
     #[test]

@@ -11,7 +11,10 @@
 //!   candidate always wins, and nothing is promoted twice.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
+
+use backon::Retryable;
 
 use sqlx::{Connection, PgPool};
 use tokio::sync::Notify;
@@ -38,6 +41,15 @@ pub struct Processing {
     pub deadline: Duration,
 }
 
+impl Processing {
+    /// A name for one attempt, unique in this process: its lease is its own, so
+    /// ending one attempt never touches a sibling job slot's lease.
+    pub fn attempt_name(&self) -> String {
+        static NEXT: AtomicU64 = AtomicU64::new(1);
+        format!("{}/{}", self.worker, NEXT.fetch_add(1, Ordering::Relaxed))
+    }
+}
+
 /// What one job did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Outcome {
@@ -51,27 +63,59 @@ pub enum Outcome {
 }
 
 /// Processes `revision` once (see the module documentation). An `Err` is a
-/// transient failure (database down): the attempt, if one started, is given up
-/// and the job may run again.
+/// failure the attempt could not get past: a transient one (the database
+/// unreachable past the deadline, the lease lost) gives the attempt back, so it
+/// does not count towards `max_attempts`; any other counts.
 pub async fn process(pool: &PgPool, revision: RevisionId, processing: &Processing) -> Result<Outcome> {
-    match begin(pool, revision, processing).await? {
+    let owner = processing.attempt_name();
+    match begin(pool, revision, processing, &owner).await? {
         Begin::Skip => return Ok(Outcome::Skipped),
         Begin::Fail(code) => return fail(pool, revision, code).await,
         Begin::Attempt => {}
     }
-    let renewing = Lease::keep(pool.clone(), revision, processing);
-    let result = attempt(pool, revision, processing).await;
-    renewing.stop().await;
-    match result {
-        Ok(outcome) => Ok(outcome),
-        Err(error) => {
-            // Give the lease up at once so the next job need not wait it out.
-            if let Ok(mut conn) = pool.acquire().await {
-                let _ = store::knowledge::release_lease(&mut conn, revision, &processing.worker).await;
-            }
-            Err(error)
+    let lease = Lease::keep(pool.clone(), revision, owner.clone(), processing.lease);
+    let result = attempt_until_done(pool, revision, processing, &owner, &lease).await;
+    lease.stop().await;
+    if let Err(error) = &result {
+        // Give the lease up at once so the next job need not wait it out; a
+        // transient failure gives the attempt back too.
+        let transient = error.fault().is_transient();
+        let released = match pool.acquire().await {
+            Ok(mut conn) => store::knowledge::release_lease(&mut conn, revision, &owner, transient).await,
+            Err(error) => Err(error),
+        };
+        if let Err(error) = released {
+            tracing::warn!(%revision, error = %crate::error::chain(&error), "could not release a lease; it runs out by itself");
         }
     }
+    result
+}
+
+/// Runs the attempt, and again after each transient failure (contention, a
+/// lost connection), backing off, while this attempt still holds its lease and
+/// until the processing deadline: waiting on another holder's lock is not a
+/// failed attempt.
+async fn attempt_until_done(
+    pool: &PgPool,
+    revision: RevisionId,
+    processing: &Processing,
+    owner: &str,
+    lease: &Lease,
+) -> Result<Outcome> {
+    let until = std::time::Instant::now() + processing.deadline;
+    let backoff = backon::ExponentialBuilder::default()
+        .with_min_delay(Duration::from_millis(100))
+        .with_max_delay(Duration::from_secs(2))
+        .with_jitter()
+        .without_max_times();
+    (|| attempt(pool, revision, owner))
+        .retry(backoff)
+        .when(|error| error.fault().is_transient() && lease.held() && std::time::Instant::now() < until)
+        .notify(|error, delay| {
+            crate::faults::retried(crate::faults::Retry::Work);
+            tracing::warn!(%revision, error = %crate::error::chain(error), ?delay, "attempt interrupted; trying again");
+        })
+        .await
 }
 
 enum Begin {
@@ -80,8 +124,8 @@ enum Begin {
     Fail(&'static str),
 }
 
-/// Starts an attempt, or says why not.
-async fn begin(pool: &PgPool, revision: RevisionId, processing: &Processing) -> Result<Begin> {
+/// Starts an attempt named `owner`, or says why not.
+async fn begin(pool: &PgPool, revision: RevisionId, processing: &Processing, owner: &str) -> Result<Begin> {
     let mut conn = pool.acquire().await?;
     let mut tx = conn.begin().await?;
     let deadline = processing.deadline.as_secs_f64();
@@ -98,15 +142,20 @@ async fn begin(pool: &PgPool, revision: RevisionId, processing: &Processing) -> 
     } else if job.attempts >= processing.max_attempts {
         Begin::Fail(error_code::INTERNAL)
     } else {
-        store::knowledge::start_attempt(&mut tx, revision, &processing.worker, processing.lease.as_secs_f64()).await?;
+        if !store::knowledge::start_attempt(&mut tx, revision, owner, processing.lease.as_secs_f64()).await? {
+            return Err(Error::internal(format!(
+                "revision {revision} could not start an attempt from {:?}",
+                job.state
+            )));
+        }
         Begin::Attempt
     };
     tx.commit().await?;
     Ok(decision)
 }
 
-/// One attempt on a revision this worker holds.
-async fn attempt(pool: &PgPool, revision: RevisionId, processing: &Processing) -> Result<Outcome> {
+/// One attempt on a revision held under `owner`'s lease.
+async fn attempt(pool: &PgPool, revision: RevisionId, owner: &str) -> Result<Outcome> {
     let material = {
         let mut conn = pool.acquire().await?;
         store::knowledge::material(&mut conn, revision).await?.ok_or_else(|| Error::internal("revision vanished"))?
@@ -126,7 +175,7 @@ async fn attempt(pool: &PgPool, revision: RevisionId, processing: &Processing) -
         .map(|n| i32::try_from(n).unwrap_or(i32::MAX))
         .collect();
     let (headings, bodies) = split.into_iter().map(|p| (p.heading, p.body)).unzip();
-    match promote(pool, revision, processing, &material, headings, bodies, words).await? {
+    match promote(pool, revision, owner, &material, headings, bodies, words).await? {
         Promotion::Done => Ok(Outcome::Promoted),
         Promotion::Empty => fail(pool, revision, error_code::EMPTY_CONTENT).await,
         Promotion::Lost => Ok(Outcome::Skipped),
@@ -150,7 +199,7 @@ enum Promotion {
 async fn promote(
     pool: &PgPool,
     revision: RevisionId,
-    processing: &Processing,
+    owner: &str,
     material: &Material,
     headings: Vec<Option<String>>,
     bodies: Vec<String>,
@@ -182,8 +231,7 @@ async fn promote(
         tx.rollback().await?;
         return Ok(Promotion::Superseded);
     }
-    let worker = &processing.worker;
-    if !store::knowledge::activate(&mut tx, revision, worker, material.language, indexed, tokens).await? {
+    if !store::knowledge::activate(&mut tx, revision, owner, material.language, indexed, tokens).await? {
         tx.rollback().await?;
         return Ok(Promotion::Lost);
     }
@@ -219,14 +267,17 @@ pub async fn fail(pool: &PgPool, revision: RevisionId, code: &'static str) -> Re
 /// Renews an attempt's lease in the background until stopped.
 struct Lease {
     stop: Arc<Notify>,
+    /// Set once a renewal finds the lease taken (run out, and another attempt
+    /// started).
+    lost: Arc<AtomicBool>,
     task: tokio::task::JoinHandle<()>,
 }
 
 impl Lease {
-    fn keep(pool: PgPool, revision: RevisionId, processing: &Processing) -> Self {
+    fn keep(pool: PgPool, revision: RevisionId, owner: String, lease: Duration) -> Self {
         let stop = Arc::new(Notify::new());
-        let (worker, lease) = (processing.worker.clone(), processing.lease);
-        let stopped = stop.clone();
+        let lost = Arc::new(AtomicBool::new(false));
+        let (stopped, losing) = (stop.clone(), lost.clone());
         let task = tokio::spawn(async move {
             loop {
                 tokio::select! {
@@ -235,22 +286,35 @@ impl Lease {
                 }
                 let renewed = match pool.acquire().await {
                     Ok(mut conn) => {
-                        store::knowledge::renew_lease(&mut conn, revision, &worker, lease.as_secs_f64()).await
+                        store::knowledge::renew_lease(&mut conn, revision, &owner, lease.as_secs_f64()).await
                     }
                     Err(error) => Err(error),
                 };
                 match renewed {
                     Ok(true) => {}
-                    Ok(false) => return,
-                    Err(error) => tracing::warn!(%error, %revision, "could not renew a lease"),
+                    Ok(false) => {
+                        tracing::warn!(%revision, owner, "the lease was lost; another attempt may have taken over");
+                        losing.store(true, Ordering::Relaxed);
+                        return;
+                    }
+                    Err(error) => {
+                        tracing::warn!(%revision, error = %crate::error::chain(&error), "could not renew a lease")
+                    }
                 }
             }
         });
-        Self { stop, task }
+        Self { stop, lost, task }
+    }
+
+    /// Whether no renewal has found the lease taken.
+    fn held(&self) -> bool {
+        !self.lost.load(Ordering::Relaxed)
     }
 
     async fn stop(self) {
         self.stop.notify_one();
-        let _ = self.task.await;
+        if let Err(error) = self.task.await {
+            tracing::error!(%error, "the lease renewal task failed");
+        }
     }
 }

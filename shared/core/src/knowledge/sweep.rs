@@ -55,7 +55,13 @@ pub async fn sweep(pool: &PgPool, queue: Option<&Queue>, settings: &Sweep) -> Re
         return Ok(Swept::default());
     }
     let result = sweep_held(pool, queue, settings).await;
-    let _ = store::advisory::session_unlock(&mut turn, key).await;
+    if let Err(error) = store::advisory::session_unlock(&mut turn, key).await {
+        // A connection that may still hold the lock must not go back to the
+        // pool, where it would keep every worker from sweeping: closing it
+        // releases the lock.
+        tracing::warn!(error = %crate::error::chain(&error), "could not release the sweeper's lock; closing its connection");
+        turn.close_on_drop();
+    }
     result
 }
 

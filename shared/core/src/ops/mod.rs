@@ -301,8 +301,24 @@ async fn write<H: Handler>(
         }
         _ => None,
     };
-    let conn = session.conn().await?;
-    let mut tx = conn.begin().await?;
+    // A connection found dead at BEGIN did nothing yet: replaced once. Past
+    // BEGIN, a lost connection leaves the outcome unknown: the client retries
+    // with its idempotency key.
+    let mut lost = None;
+    let mut tx = loop {
+        if let Some(error) = lost.take()
+            && !session.lost_and_reconnected(&error).await
+        {
+            return Err(error);
+        }
+        match session.conn().await?.begin().await {
+            Ok(tx) => break tx,
+            Err(error) if lost.is_none() && crate::error::fault(&error) == crate::error::Fault::ConnectionLost => {
+                lost = Some(Error::from(error));
+            }
+            Err(error) => return Err(error.into()),
+        }
+    };
     let result = async {
         if let Some(key) = &key
             && let Claim::Replay(stored) = key.claim(&mut tx).await?

@@ -1,0 +1,21 @@
+//! Hearing PostgreSQL's notifications of source changes.
+
+/// A pool of one connection for listening (outside `pool`'s limit, and
+/// without its idle and lifetime limits: the connection is held for good).
+pub fn listener_pool(pool: &sqlx::PgPool) -> sqlx::PgPool {
+    sqlx::postgres::PgPoolOptions::new()
+        .max_connections(1)
+        .idle_timeout(None)
+        .max_lifetime(None)
+        .connect_lazy_with((*pool.connect_options()).clone())
+}
+
+/// Listens on `channel` over `own`'s connection (see [`listener_pool`]).
+pub async fn listen(own: &sqlx::PgPool, channel: &str) -> sqlx::Result<sqlx::postgres::PgListener> {
+    let mut listener = sqlx::postgres::PgListener::connect_with(own).await?;
+    // A lost connection ends this listener: the caller starts again, knowing
+    // that notifications may have been missed meanwhile.
+    listener.eager_reconnect(false);
+    listener.listen(channel).await?;
+    Ok(listener)
+}

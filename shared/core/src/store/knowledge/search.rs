@@ -1,0 +1,253 @@
+//! The search index: passages and term counts written when a revision is
+//! promoted, and what ranking reads of them.
+
+use futures_util::stream::BoxStream;
+use sqlx::PgConnection;
+use uuid::Uuid;
+
+use crate::ids::{AgentId, RevisionId, SourceId};
+use crate::store::types::StoredLanguage;
+
+/// The PostgreSQL text-search configuration of a language.
+pub fn search_config(language: StoredLanguage) -> &'static str {
+    match language {
+        StoredLanguage::En => "english",
+        StoredLanguage::Es => "spanish",
+    }
+}
+
+/// The passages of one revision, column by column.
+pub struct Passages<'a> {
+    pub revision: RevisionId,
+    pub source: SourceId,
+    pub agent: AgentId,
+    pub language: StoredLanguage,
+    pub title: &'a str,
+    pub headings: Vec<Option<String>>,
+    pub bodies: Vec<String>,
+    /// Words of each passage, title and heading included: its length for BM25.
+    pub words: Vec<i32>,
+}
+
+/// Writes a revision's passages, indexed in its language (the revision's title
+/// first, weighted `A` so ranking can tell title words apart, then heading and
+/// body), and their term counts. Returns the passages and word
+/// occurrences that have any indexable word.
+#[tracing::instrument(level = "debug", skip(conn, passages), fields(revision = %passages.revision, n = passages.bodies.len()))]
+pub async fn index(conn: &mut PgConnection, passages: &Passages<'_>) -> sqlx::Result<(i64, i64)> {
+    let config = search_config(passages.language);
+    // A passage written by an attempt that did not finish is gone with its
+    // transaction; these statements run in the promotion's.
+    let indexed = sqlx::query!(
+        r#"
+        WITH input AS (
+            SELECT ordinality::integer - 1 AS ordinal, heading, body, tokens,
+                   setweight(to_tsvector($5::regconfig, $6), 'A')
+                   || to_tsvector($5::regconfig, coalesce(heading || E'\n', '') || body) AS search
+            FROM unnest($7::text[], $8::text[], $9::int[]) WITH ORDINALITY AS p(heading, body, tokens)
+        ), inserted AS (
+            INSERT INTO knowledge_passages (revision_id, ordinal, agent_id, source_id, language, heading, body, search, tokens)
+            SELECT $1, ordinal, $2, $3, $4, heading, body, search, tokens
+            FROM input
+            RETURNING search, tokens
+        )
+        SELECT count(*) FILTER (WHERE search <> ''::tsvector) AS "passages!", coalesce(sum(tokens), 0)::bigint AS "tokens!"
+        FROM inserted
+        "#,
+        passages.revision as RevisionId,
+        passages.agent as AgentId,
+        passages.source as SourceId,
+        passages.language as StoredLanguage,
+        config as &str,
+        passages.title,
+        &passages.headings as &[Option<String>],
+        &passages.bodies,
+        &passages.words,
+    )
+    .fetch_one(&mut *conn)
+    .await?;
+    sqlx::query!(
+        r#"
+        INSERT INTO knowledge_terms (agent_id, language, lexeme, revision_id, passages,
+                                     ordinals, counts, title_counts, lengths)
+        SELECT $2, $3, t.lexeme, $1, count(*)::integer,
+               array_agg(p.ordinal ORDER BY p.ordinal),
+               array_agg(cardinality(t.positions)::smallint ORDER BY p.ordinal),
+               array_agg(cardinality(array_positions(t.weights, 'A'))::smallint ORDER BY p.ordinal),
+               array_agg(p.tokens ORDER BY p.ordinal)
+        FROM knowledge_passages p, unnest(p.search) AS t
+        WHERE p.revision_id = $1
+        GROUP BY t.lexeme
+        "#,
+        passages.revision as RevisionId,
+        passages.agent as AgentId,
+        passages.language as StoredLanguage,
+    )
+    .execute(conn)
+    .await?;
+    Ok((indexed.passages, indexed.tokens))
+}
+
+/// The languages an Agent's active revisions were indexed in.
+#[tracing::instrument(level = "debug", skip(conn))]
+pub async fn languages(conn: &mut PgConnection, agent: AgentId) -> sqlx::Result<Vec<StoredLanguage>> {
+    sqlx::query_scalar!(
+        r#"SELECT DISTINCT language AS "language!: StoredLanguage" FROM knowledge_revisions
+           WHERE agent_id = $1 AND state = 'active' AND language IS NOT NULL"#,
+        agent as AgentId,
+    )
+    .fetch_all(conn)
+    .await
+}
+
+/// A passage as ranking found it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Ranked {
+    pub source_id: SourceId,
+    pub revision_id: RevisionId,
+    pub ordinal: i32,
+    pub score: f64,
+}
+
+/// What ranking needs to know of a question's words in an Agent's passages of
+/// one language: the passages there are, their mean length, and each word of
+/// the question that occurs, with its document frequency, rarest first.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Vocabulary {
+    /// Passages of the Agent's active revisions in the language.
+    pub passages: f64,
+    /// Their mean length in words.
+    pub mean_length: f64,
+    /// (lexeme, passages holding it), rarest first.
+    pub terms: Vec<(String, f64)>,
+}
+
+impl Vocabulary {
+    /// BM25's inverse document frequency of the `i`-th term.
+    pub fn idf(&self, i: usize) -> f64 {
+        let df = self.terms[i].1;
+        (1.0 + (self.passages - df + 0.5) / (df + 0.5)).ln()
+    }
+}
+
+/// The question's words as the Agent's passages in `language` hold them.
+#[tracing::instrument(level = "debug", skip(conn, question))]
+pub async fn vocabulary(
+    conn: &mut PgConnection,
+    agent: AgentId,
+    language: StoredLanguage,
+    question: &str,
+) -> sqlx::Result<Vocabulary> {
+    // One statement: the sizes ride along on every term's row (no row, no
+    // term, and then they are not needed).
+    let rows = sqlx::query!(
+        r#"
+        WITH stats AS (
+            SELECT coalesce(sum(passages), 0)::float8 AS passages,
+                   coalesce(sum(tokens), 0)::float8 / greatest(sum(passages), 1) AS mean_length
+            FROM knowledge_revisions WHERE agent_id = $1 AND state = 'active' AND language = $2
+        )
+        SELECT l.lexeme AS "lexeme!", f.df AS "df!", stats.passages AS "passages!", stats.mean_length AS "mean_length!"
+        FROM (SELECT DISTINCT lexeme FROM unnest(tsvector_to_array(to_tsvector($3::regconfig, $4))) AS l(lexeme)) l
+        CROSS JOIN stats
+        CROSS JOIN LATERAL (
+            SELECT coalesce(sum(k.passages), 0)::float8 AS df FROM knowledge_terms k
+            WHERE k.agent_id = $1 AND k.language = $2 AND k.lexeme = l.lexeme
+        ) f
+        WHERE f.df > 0
+        ORDER BY f.df, l.lexeme COLLATE "C"
+        "#,
+        agent as AgentId,
+        language as StoredLanguage,
+        search_config(language) as &str,
+        question,
+    )
+    .fetch_all(conn)
+    .await?;
+    let (passages, mean_length) = rows.first().map_or((0.0, 0.0), |r| (r.passages, r.mean_length));
+    Ok(Vocabulary { passages, mean_length, terms: rows.into_iter().map(|r| (r.lexeme, r.df)).collect() })
+}
+
+/// The postings of one lexeme in one active revision: the passages holding it
+/// (by ordinal, ascending), with its occurrences in each, those in the
+/// revision's title, and each passage's length in words.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Postings {
+    pub lexeme: String,
+    pub revision_id: RevisionId,
+    pub source_id: SourceId,
+    pub ordinals: Vec<i32>,
+    pub counts: Vec<i16>,
+    pub title_counts: Vec<i16>,
+    pub lengths: Vec<i32>,
+}
+
+/// The postings of `lexemes` in the Agent's active revisions of `language`,
+/// one row per lexeme and revision, streamed: the caller keeps only what it
+/// makes of them. (No `ORDER BY`: PostgreSQL would sort every posting before
+/// sending the first.)
+pub fn postings<'a>(
+    conn: &'a mut PgConnection,
+    agent: AgentId,
+    language: StoredLanguage,
+    lexemes: &'a [String],
+) -> BoxStream<'a, sqlx::Result<Postings>> {
+    sqlx::query_as!(
+        Postings,
+        r#"
+        SELECT k.lexeme, k.revision_id AS "revision_id: RevisionId", r.source_id AS "source_id: SourceId",
+               k.ordinals, k.counts, k.title_counts, k.lengths
+        FROM knowledge_terms k JOIN knowledge_revisions r ON r.id = k.revision_id
+        WHERE k.agent_id = $1 AND k.language = $2 AND k.lexeme = ANY($3)
+        "#,
+        agent as AgentId,
+        language as StoredLanguage,
+        lexemes,
+    )
+    .fetch(conn)
+}
+
+/// A ranked passage's text and source, with a snippet around the question's
+/// words.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Found {
+    pub source_id: SourceId,
+    pub revision_id: RevisionId,
+    pub ordinal: i32,
+    pub title: String,
+    pub uri: String,
+    pub heading: Option<String>,
+    pub body: String,
+    pub snippet: String,
+}
+
+#[tracing::instrument(level = "debug", skip(conn, question, ranked), fields(n = ranked.len()))]
+pub async fn found(
+    conn: &mut PgConnection,
+    language: StoredLanguage,
+    question: &str,
+    ranked: &[Ranked],
+) -> sqlx::Result<Vec<Found>> {
+    let revisions: Vec<Uuid> = ranked.iter().map(|r| r.revision_id.0).collect();
+    let ordinals: Vec<i32> = ranked.iter().map(|r| r.ordinal).collect();
+    sqlx::query_as!(
+        Found,
+        r#"
+        SELECT p.source_id AS "source_id: SourceId", p.revision_id AS "revision_id: RevisionId", p.ordinal,
+               r.title, r.provenance_uri AS uri, p.heading, p.body,
+               ts_headline($1::regconfig, p.body,
+                           replace(plainto_tsquery($1::regconfig, $2)::text, ' & ', ' | ')::tsquery,
+                           'MaxFragments=2, MinWords=12, MaxWords=40, StartSel="", StopSel="", FragmentDelimiter=" … "')
+                   AS "snippet!"
+        FROM unnest($3::uuid[], $4::int[]) AS w(revision_id, ordinal)
+        JOIN knowledge_passages p ON p.revision_id = w.revision_id AND p.ordinal = w.ordinal
+        JOIN knowledge_revisions r ON r.id = p.revision_id
+        "#,
+        search_config(language) as &str,
+        question,
+        &revisions,
+        &ordinals,
+    )
+    .fetch_all(conn)
+    .await
+}

@@ -1,0 +1,442 @@
+//! Knowledge Sources and their revisions as the API writes and reads them.
+
+use sqlx::PgConnection;
+use time::OffsetDateTime;
+use uuid::Uuid;
+
+use crate::ids::{AgentId, RevisionId, SourceId, WorkspaceId};
+use crate::store::types::{StoredProvenanceKind, StoredRevisionState};
+
+/// A live source as the resource shows it: its latest, active and candidate
+/// revisions (`knowledge_source_view`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct SourceRow {
+    pub id: SourceId,
+    pub workspace_id: WorkspaceId,
+    pub agent_id: AgentId,
+    pub key: String,
+    pub revision: String,
+    pub digest: String,
+    pub title: String,
+    pub provenance_kind: StoredProvenanceKind,
+    pub provenance_uri: String,
+    pub required: bool,
+    pub imported_at: OffsetDateTime,
+    pub active_id: Option<RevisionId>,
+    pub active_revision: Option<String>,
+    pub active_digest: Option<String>,
+    pub active_state: Option<StoredRevisionState>,
+    pub active_imported_at: Option<OffsetDateTime>,
+    pub active_error_code: Option<String>,
+    pub candidate_id: Option<RevisionId>,
+    pub candidate_revision: Option<String>,
+    pub candidate_digest: Option<String>,
+    pub candidate_state: Option<StoredRevisionState>,
+    pub candidate_imported_at: Option<OffsetDateTime>,
+    pub candidate_error_code: Option<String>,
+    pub latest_state: StoredRevisionState,
+    pub active_bytes: Option<i32>,
+    pub candidate_bytes: Option<i32>,
+}
+
+#[tracing::instrument(level = "debug", skip(conn))]
+pub async fn get(
+    conn: &mut PgConnection,
+    workspace: WorkspaceId,
+    agent: AgentId,
+    id: SourceId,
+) -> sqlx::Result<Option<SourceRow>> {
+    sqlx::query_as!(
+        SourceRow,
+        r#"
+        SELECT id AS "id!: SourceId", workspace_id AS "workspace_id!: WorkspaceId", agent_id AS "agent_id!: AgentId",
+               key AS "key!", revision AS "revision!", digest AS "digest!", title AS "title!",
+               provenance_kind AS "provenance_kind!: StoredProvenanceKind", provenance_uri AS "provenance_uri!",
+               required AS "required!", imported_at AS "imported_at!",
+               active_id AS "active_id?: RevisionId", active_revision, active_digest,
+               active_state AS "active_state?: StoredRevisionState", active_imported_at, active_error_code,
+               candidate_id AS "candidate_id?: RevisionId", candidate_revision, candidate_digest,
+               candidate_state AS "candidate_state?: StoredRevisionState", candidate_imported_at, candidate_error_code,
+               latest_state AS "latest_state!: StoredRevisionState", active_bytes, candidate_bytes
+        FROM knowledge_source_view WHERE id = $1 AND workspace_id = $2 AND agent_id = $3
+        "#,
+        id as SourceId,
+        workspace as WorkspaceId,
+        agent as AgentId,
+    )
+    .fetch_optional(conn)
+    .await
+}
+
+/// One page of an Agent's live sources, oldest first, after `after`.
+#[tracing::instrument(level = "debug", skip(conn))]
+pub async fn list(
+    conn: &mut PgConnection,
+    agent: AgentId,
+    after: Option<Uuid>,
+    limit: i64,
+) -> sqlx::Result<Vec<SourceRow>> {
+    sqlx::query_as!(
+        SourceRow,
+        r#"
+        SELECT id AS "id!: SourceId", workspace_id AS "workspace_id!: WorkspaceId", agent_id AS "agent_id!: AgentId",
+               key AS "key!", revision AS "revision!", digest AS "digest!", title AS "title!",
+               provenance_kind AS "provenance_kind!: StoredProvenanceKind", provenance_uri AS "provenance_uri!",
+               required AS "required!", imported_at AS "imported_at!",
+               active_id AS "active_id?: RevisionId", active_revision, active_digest,
+               active_state AS "active_state?: StoredRevisionState", active_imported_at, active_error_code,
+               candidate_id AS "candidate_id?: RevisionId", candidate_revision, candidate_digest,
+               candidate_state AS "candidate_state?: StoredRevisionState", candidate_imported_at, candidate_error_code,
+               latest_state AS "latest_state!: StoredRevisionState", active_bytes, candidate_bytes
+        FROM knowledge_source_view
+        WHERE agent_id = $1 AND ($2::uuid IS NULL OR id > $2)
+        ORDER BY id
+        LIMIT $3
+        "#,
+        agent as AgentId,
+        after,
+        limit,
+    )
+    .fetch_all(conn)
+    .await
+}
+
+/// The Agent's live sources with these keys.
+#[tracing::instrument(level = "debug", skip(conn, keys), fields(keys = keys.len()))]
+pub async fn by_keys(conn: &mut PgConnection, agent: AgentId, keys: &[String]) -> sqlx::Result<Vec<SourceRow>> {
+    sqlx::query_as!(
+        SourceRow,
+        r#"
+        SELECT id AS "id!: SourceId", workspace_id AS "workspace_id!: WorkspaceId", agent_id AS "agent_id!: AgentId",
+               key AS "key!", revision AS "revision!", digest AS "digest!", title AS "title!",
+               provenance_kind AS "provenance_kind!: StoredProvenanceKind", provenance_uri AS "provenance_uri!",
+               required AS "required!", imported_at AS "imported_at!",
+               active_id AS "active_id?: RevisionId", active_revision, active_digest,
+               active_state AS "active_state?: StoredRevisionState", active_imported_at, active_error_code,
+               candidate_id AS "candidate_id?: RevisionId", candidate_revision, candidate_digest,
+               candidate_state AS "candidate_state?: StoredRevisionState", candidate_imported_at, candidate_error_code,
+               latest_state AS "latest_state!: StoredRevisionState", active_bytes, candidate_bytes
+        FROM knowledge_source_view WHERE agent_id = $1 AND key = ANY($2)
+        "#,
+        agent as AgentId,
+        keys,
+    )
+    .fetch_all(conn)
+    .await
+}
+
+/// What a write needs to know of one revision.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RevisionFacts {
+    pub id: RevisionId,
+    pub state: StoredRevisionState,
+    pub revision: String,
+    pub digest: String,
+    pub title: String,
+    pub provenance_kind: StoredProvenanceKind,
+    pub provenance_uri: String,
+    pub required: bool,
+    pub content_bytes: i32,
+}
+
+/// A live source locked for a write, with its revisions.
+#[derive(Clone, Debug, PartialEq)]
+pub struct HeldSource {
+    pub id: SourceId,
+    pub latest: RevisionFacts,
+    pub active: Option<RevisionFacts>,
+    pub candidate: Option<RevisionFacts>,
+}
+
+/// Locks a live source of the Agent until the transaction ends.
+#[tracing::instrument(level = "debug", skip(conn))]
+pub async fn lock(
+    conn: &mut PgConnection,
+    workspace: WorkspaceId,
+    agent: AgentId,
+    id: SourceId,
+) -> sqlx::Result<Option<HeldSource>> {
+    let Some(source) = sqlx::query!(
+        r#"
+        SELECT latest_revision_id AS "latest: RevisionId", active_revision_id AS "active: RevisionId",
+               candidate_revision_id AS "candidate: RevisionId"
+        FROM knowledge_sources
+        WHERE id = $1 AND workspace_id = $2 AND agent_id = $3 AND deleted_at IS NULL
+        FOR UPDATE
+        "#,
+        id as SourceId,
+        workspace as WorkspaceId,
+        agent as AgentId,
+    )
+    .fetch_optional(&mut *conn)
+    .await?
+    else {
+        return Ok(None);
+    };
+    let ids: Vec<Uuid> =
+        [Some(source.latest), source.active, source.candidate].into_iter().flatten().map(|i| i.0).collect();
+    let facts = sqlx::query_as!(
+        RevisionFacts,
+        r#"
+        SELECT id AS "id: RevisionId", state AS "state: StoredRevisionState", revision, digest, title,
+               provenance_kind AS "provenance_kind: StoredProvenanceKind", provenance_uri, required, content_bytes
+        FROM knowledge_revisions WHERE id = ANY($1)
+        "#,
+        &ids,
+    )
+    .fetch_all(conn)
+    .await?;
+    let find = |id: Option<RevisionId>| id.and_then(|id| facts.iter().find(|f| f.id == id).cloned());
+    let Some(latest) = find(Some(source.latest)) else {
+        return Err(sqlx::Error::RowNotFound);
+    };
+    Ok(Some(HeldSource { id, latest, active: find(source.active), candidate: find(source.candidate) }))
+}
+
+/// A new revision's fields.
+pub struct NewRevision<'a> {
+    pub id: RevisionId,
+    pub source_id: SourceId,
+    pub workspace_id: WorkspaceId,
+    pub agent_id: AgentId,
+    pub revision: &'a str,
+    pub digest: &'a str,
+    pub title: &'a str,
+    pub provenance_kind: StoredProvenanceKind,
+    pub provenance_uri: &'a str,
+    pub required: bool,
+    pub content: &'a str,
+}
+
+impl NewRevision<'_> {
+    /// The size the revision and its source record (in UTF-8, as limits count it).
+    fn content_bytes(&self) -> i32 {
+        i32::try_from(self.content.len()).unwrap_or(i32::MAX)
+    }
+}
+
+#[tracing::instrument(level = "debug", skip(conn, new), fields(id = %new.id))]
+pub async fn insert_revision(conn: &mut PgConnection, new: &NewRevision<'_>) -> sqlx::Result<()> {
+    sqlx::query!(
+        r#"
+        INSERT INTO knowledge_revisions (id, source_id, workspace_id, agent_id, revision, digest, title,
+                                         provenance_kind, provenance_uri, required, content, content_bytes)
+        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
+        "#,
+        new.id as RevisionId,
+        new.source_id as SourceId,
+        new.workspace_id as WorkspaceId,
+        new.agent_id as AgentId,
+        new.revision,
+        new.digest,
+        new.title,
+        new.provenance_kind as StoredProvenanceKind,
+        new.provenance_uri,
+        new.required,
+        new.content,
+        new.content_bytes(),
+    )
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// Inserts the source of `first`, its first revision (inserted next, in the
+/// same transaction), showing it as latest and candidate; `false` when a live
+/// source of the Agent has the key.
+#[tracing::instrument(level = "debug", skip(conn, first), fields(id = %first.source_id))]
+pub async fn insert_source(conn: &mut PgConnection, key: &str, first: &NewRevision<'_>) -> sqlx::Result<bool> {
+    // `now()` is the transaction's start: the revision's `imported_at` too.
+    let inserted = sqlx::query!(
+        r#"
+        INSERT INTO knowledge_sources (id, workspace_id, agent_id, key, latest_revision_id, candidate_revision_id,
+                                       revision, digest, title, provenance_kind, provenance_uri, required,
+                                       imported_at, candidate_revision, candidate_digest, candidate_state,
+                                       candidate_imported_at, candidate_bytes)
+        VALUES ($1, $2, $3, $4, $5, $5, $6, $7, $8, $9, $10, $11, now(), $6, $7, 'pending', now(), $12)
+        ON CONFLICT (agent_id, key) WHERE deleted_at IS NULL DO NOTHING
+        "#,
+        first.source_id as SourceId,
+        first.workspace_id as WorkspaceId,
+        first.agent_id as AgentId,
+        key,
+        first.id as RevisionId,
+        first.revision,
+        first.digest,
+        first.title,
+        first.provenance_kind as StoredProvenanceKind,
+        first.provenance_uri,
+        first.required,
+        first.content_bytes(),
+    )
+    .execute(conn)
+    .await?;
+    Ok(inserted.rows_affected() == 1)
+}
+
+/// The live source with this key, if any.
+#[tracing::instrument(level = "debug", skip(conn))]
+pub async fn id_by_key(conn: &mut PgConnection, agent: AgentId, key: &str) -> sqlx::Result<Option<SourceId>> {
+    sqlx::query_scalar!(
+        r#"SELECT id AS "id: SourceId" FROM knowledge_sources WHERE agent_id = $1 AND key = $2 AND deleted_at IS NULL"#,
+        agent as AgentId,
+        key,
+    )
+    .fetch_optional(conn)
+    .await
+}
+
+/// Makes `revision` the source's latest and its candidate, and shows its fields.
+#[tracing::instrument(level = "debug", skip(conn))]
+pub async fn set_candidate(conn: &mut PgConnection, source: SourceId, revision: RevisionId) -> sqlx::Result<()> {
+    let set = sqlx::query!(
+        r#"
+        UPDATE knowledge_sources
+        SET latest_revision_id = r.id, candidate_revision_id = r.id,
+            revision = r.revision, digest = r.digest, title = r.title, provenance_kind = r.provenance_kind,
+            provenance_uri = r.provenance_uri, required = r.required, imported_at = r.imported_at,
+            candidate_revision = r.revision, candidate_digest = r.digest, candidate_state = r.state,
+            candidate_imported_at = r.imported_at, candidate_error_code = r.error_code,
+            candidate_bytes = r.content_bytes
+        FROM knowledge_revisions r
+        WHERE knowledge_sources.id = $1 AND r.id = $2
+        "#,
+        source as SourceId,
+        revision as RevisionId,
+    )
+    .execute(conn)
+    .await?;
+    // Both rows were written by this transaction: a miss is a bug, not a race.
+    if set.rows_affected() != 1 {
+        return Err(sqlx::Error::RowNotFound);
+    }
+    Ok(())
+}
+
+/// Fails a revision still to be processed; its content bytes (now freed) and
+/// Workspace, or `None` when it was not unfinished.
+#[tracing::instrument(level = "debug", skip(conn))]
+pub async fn fail(
+    conn: &mut PgConnection,
+    revision: RevisionId,
+    error_code: &str,
+) -> sqlx::Result<Option<(WorkspaceId, i64)>> {
+    // The source, when the revision is its candidate, shows the failure: the
+    // caller holds the source's row.
+    let row = sqlx::query!(
+        r#"
+        WITH failed AS (
+            UPDATE knowledge_revisions
+            SET state = 'failed', error_code = $2, content = NULL, lease_owner = NULL, lease_until = NULL
+            WHERE id = $1 AND state IN ('pending', 'processing')
+            RETURNING source_id, workspace_id, content_bytes
+        ), shown AS (
+            UPDATE knowledge_sources s SET candidate_state = 'failed', candidate_error_code = $2
+            FROM failed WHERE s.id = failed.source_id AND s.candidate_revision_id = $1
+        )
+        SELECT workspace_id AS "workspace_id!: WorkspaceId", content_bytes AS "content_bytes!" FROM failed
+        "#,
+        revision as RevisionId,
+        error_code,
+    )
+    .fetch_optional(conn)
+    .await?;
+    Ok(row.map(|r| (r.workspace_id, i64::from(r.content_bytes))))
+}
+
+/// Soft-deletes a source: gone from list and inspect at once.
+#[tracing::instrument(level = "debug", skip(conn))]
+pub async fn delete_source(conn: &mut PgConnection, source: SourceId) -> sqlx::Result<()> {
+    sqlx::query!(
+        "UPDATE knowledge_sources SET deleted_at = now(), active_revision_id = NULL WHERE id = $1",
+        source as SourceId,
+    )
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// Retires an active revision (replaced or deleted): it stops answering, and
+/// its content, passages and term counts are dropped. Returns its content bytes.
+#[tracing::instrument(level = "debug", skip(conn))]
+pub async fn retire(conn: &mut PgConnection, revision: RevisionId) -> sqlx::Result<i64> {
+    sqlx::query!("DELETE FROM knowledge_passages WHERE revision_id = $1", revision as RevisionId)
+        .execute(&mut *conn)
+        .await?;
+    sqlx::query!("DELETE FROM knowledge_terms WHERE revision_id = $1", revision as RevisionId)
+        .execute(&mut *conn)
+        .await?;
+    let bytes = sqlx::query_scalar!(
+        r#"
+        UPDATE knowledge_revisions SET state = 'replaced', content = NULL
+        WHERE id = $1 AND state = 'active'
+        RETURNING content_bytes
+        "#,
+        revision as RevisionId,
+    )
+    .fetch_optional(conn)
+    .await?;
+    Ok(bytes.map(i64::from).unwrap_or_default())
+}
+
+/// Deletes every live source of an Agent: unfinished revisions are failed,
+/// active ones retired. Returns the sources deleted and the content bytes freed.
+#[tracing::instrument(level = "debug", skip(conn))]
+pub async fn delete_all_of(conn: &mut PgConnection, agent: AgentId) -> sqlx::Result<(i64, i64)> {
+    // Sources first, then their revisions: the store's lock order.
+    let deleted = sqlx::query!(
+        "UPDATE knowledge_sources SET deleted_at = now(), active_revision_id = NULL WHERE agent_id = $1 AND deleted_at IS NULL",
+        agent as AgentId,
+    )
+    .execute(&mut *conn)
+    .await?;
+    let failed = sqlx::query_scalar!(
+        r#"
+        UPDATE knowledge_revisions
+        SET state = 'failed', error_code = 'superseded', content = NULL, lease_owner = NULL, lease_until = NULL
+        WHERE agent_id = $1 AND state IN ('pending', 'processing')
+        RETURNING content_bytes
+        "#,
+        agent as AgentId,
+    )
+    .fetch_all(&mut *conn)
+    .await?;
+    // Passages exist for active revisions only (found by their index).
+    sqlx::query!(
+        "DELETE FROM knowledge_passages WHERE revision_id IN
+           (SELECT id FROM knowledge_revisions WHERE agent_id = $1 AND state = 'active')",
+        agent as AgentId,
+    )
+    .execute(&mut *conn)
+    .await?;
+    sqlx::query!("DELETE FROM knowledge_terms WHERE agent_id = $1", agent as AgentId).execute(&mut *conn).await?;
+    let retired = sqlx::query_scalar!(
+        r#"
+        UPDATE knowledge_revisions SET state = 'replaced', content = NULL
+        WHERE agent_id = $1 AND state = 'active'
+        RETURNING content_bytes
+        "#,
+        agent as AgentId,
+    )
+    .fetch_all(conn)
+    .await?;
+    let freed = failed.iter().chain(&retired).map(|b| i64::from(*b)).sum();
+    Ok((deleted.rows_affected() as i64, freed))
+}
+
+/// An Agent's live sources with an active revision, and its required sources
+/// without one.
+#[tracing::instrument(level = "debug", skip(conn))]
+pub async fn readiness(conn: &mut PgConnection, agent: AgentId) -> sqlx::Result<(i64, i64)> {
+    let row = sqlx::query!(
+        r#"
+        SELECT count(*) FILTER (WHERE active_id IS NOT NULL) AS "active!",
+               count(*) FILTER (WHERE required AND active_id IS NULL) AS "required_missing!"
+        FROM knowledge_source_view WHERE agent_id = $1
+        "#,
+        agent as AgentId,
+    )
+    .fetch_one(conn)
+    .await?;
+    Ok((row.active, row.required_missing))
+}
