@@ -86,8 +86,11 @@ async fn dashboards_alerts_and_autoscaling_read_metrics_that_exist(pool: PgPool)
     let api = Api::start(&database, &[("SVC_QUEUE_NAMESPACE", ns.as_str()), ("REDIS_URL", REDIS)]).await;
     let mut worker = Worker::start(&database, REDIS, &ns, &[]).await;
     let worker_client = HttpClient::new(format!("http://{}", worker.metrics));
-    // A request before the scrape, so per-response series have a sample.
+    // Requests before the scrape, so the series of responses and of
+    // operation calls exist (a family is shown once it has one).
     assert_eq!(api.client.get("/readyz").await.status, 200);
+    let (status, _) = api.op("identity/status", "not-a-token", None, &serde_json::json!({})).await;
+    assert_eq!(status, 401);
     let mut shown = exported(&api.client.get("/metrics").await.text());
     shown.extend(exported(&worker_client.get("/metrics").await.text()));
 
