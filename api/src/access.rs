@@ -7,13 +7,15 @@
 //! the log through it.
 
 use std::borrow::Cow;
+use std::sync::Arc;
 use std::time::Instant;
 
-use axum::extract::Request;
+use axum::extract::{Request, State};
 use axum::middleware::Next;
 use axum::response::Response;
 use tracing::Instrument;
 
+use crate::metrics::{Metrics, surface_of};
 use crate::response::RequestId;
 
 /// Longest path written; a longer one is cut (paths are the client's text).
@@ -24,23 +26,26 @@ const MAX_LOGGED_PATH: usize = 160;
 pub struct Called(pub Cow<'static, str>);
 
 /// Runs the request inside a span carrying its id (so every line it logs has
-/// the id) and writes its access line.
-pub async fn layer(request: Request, next: Next) -> Response {
+/// the id), writes its access line and counts the response.
+pub async fn layer(State(metrics): State<Arc<Metrics>>, request: Request, next: Next) -> Response {
     let started = Instant::now();
     let request_id = request.extensions().get::<RequestId>().map(|r| r.0.clone()).unwrap_or_default();
     let method = request.method().clone();
     let path = logged_path(request.uri().path()).into_owned();
     let span = tracing::info_span!("request", request_id = %request_id);
     let response = next.run(request).instrument(span).await;
+    let elapsed = started.elapsed();
+    let surface = surface(&path);
+    metrics.responses.record(surface_of(surface, &method, &path), response.status().as_u16(), elapsed);
     let operation = response.extensions().get::<Called>().map(|c| c.0.as_ref()).unwrap_or("-");
     tracing::info!(
         target: "svc_api::access",
-        surface = surface(&path),
+        surface,
         operation,
         %method,
         path = %path,
         status = response.status().as_u16(),
-        duration_ms = (started.elapsed().as_secs_f64() * 1000.0 * 10.0).round() / 10.0,
+        duration_ms = (elapsed.as_secs_f64() * 1000.0 * 10.0).round() / 10.0,
         request_id = %request_id,
         "request"
     );

@@ -105,6 +105,7 @@ pub fn router(state: AppState, config: &ServeConfig, shutdown: CancellationToken
         .nest_service("/api/mcp", mcp::service(state.clone(), allowed_hosts(config), shutdown))
         .layer(middleware::from_fn_with_state(state.clone(), mcp::gate));
     let resource_metadata = get(crate::resource_metadata::document);
+    let metrics = state.metrics.clone();
     let dev_idp = match &state.dev_idp {
         Some(idp) => crate::devidp::routes(idp.clone()),
         None => Router::new(),
@@ -132,7 +133,7 @@ pub fn router(state: AppState, config: &ServeConfig, shutdown: CancellationToken
         .layer(middleware::from_fn_with_state(state.clone(), crate::resource_metadata::challenge))
         .fallback(not_found)
         .with_state(state)
-        .layer(middleware::from_fn(access::layer))
+        .layer(middleware::from_fn_with_state(metrics, access::layer))
         .layer(middleware::from_fn(keepalive::layer))
         .layer(middleware::from_fn(request_id))
 }

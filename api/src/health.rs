@@ -11,6 +11,7 @@ use serde_json::json;
 use svc_core::runtime;
 
 use crate::app::AppState;
+use crate::metrics::Scrape;
 
 const CHECK_TIMEOUT: Duration = Duration::from_secs(2);
 
@@ -60,52 +61,54 @@ async fn ping_redis(client: &redis::Client) -> redis::RedisResult<()> {
 }
 
 pub async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
-    let mut text = state.metrics.render(state.service.pool());
-    text.push_str(&queue_figures(&state).await);
-    text.push_str(&wait_cache_figures(&state));
+    let mut scrape = Scrape::default();
+    crate::metrics::pool_figures(&mut scrape, state.service.pool());
+    queue_figures(&state, &mut scrape).await;
+    wait_cache_figures(&state, &mut scrape);
+    let mut text = state.metrics.render(&scrape);
+    // The database fault counters of svc-core, in the same text format.
     text.push_str(&svc_core::faults::render());
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text)
 }
 
 /// How often `knowledge_source.wait` was answered without reading PostgreSQL.
-fn wait_cache_figures(state: &AppState) -> String {
-    let mut out = String::new();
-    let Some(figures) = state.service.wait_cache_figures() else { return out };
-    out.push_str(
-        "# HELP svc_wait_cache_lookups_total knowledge_source.wait answers looked up in this process's cache.\n",
+fn wait_cache_figures(state: &AppState, scrape: &mut Scrape) {
+    let Some(figures) = state.service.wait_cache_figures() else { return };
+    scrape.counters(
+        "svc_wait_cache_lookups",
+        "knowledge_source.wait answers looked up in this process's cache",
+        "result",
+        &[("hit", figures.hits), ("miss", figures.misses)],
     );
-    out.push_str("# TYPE svc_wait_cache_lookups_total counter\n");
-    out.push_str(&format!("svc_wait_cache_lookups_total{{result=\"hit\"}} {}\n", figures.hits));
-    out.push_str(&format!("svc_wait_cache_lookups_total{{result=\"miss\"}} {}\n", figures.misses));
-    out.push_str("# HELP svc_wait_cache_entries Answers kept; 0 while not hearing source changes from PostgreSQL.\n");
-    out.push_str("# TYPE svc_wait_cache_entries gauge\n");
-    out.push_str(&format!("svc_wait_cache_entries {}\n", figures.entries));
-    out.push_str("# HELP svc_wait_cache_listening 1 while this process hears source changes from PostgreSQL.\n");
-    out.push_str("# TYPE svc_wait_cache_listening gauge\n");
-    out.push_str(&format!("svc_wait_cache_listening {}\n", u8::from(figures.live)));
-    out
+    scrape.gauge(
+        "svc_wait_cache_entries",
+        "Answers kept; 0 while not hearing source changes from PostgreSQL",
+        i64::try_from(figures.entries).unwrap_or(i64::MAX),
+    );
+    scrape.gauge(
+        "svc_wait_cache_listening",
+        "1 while this process hears source changes from PostgreSQL",
+        i64::from(figures.live),
+    );
 }
 
 /// The knowledge backlog from PostgreSQL (what is left to do, whatever Redis
 /// holds) and the queue from Redis; a figure that cannot be read is left out.
-async fn queue_figures(state: &AppState) -> String {
-    let mut out = String::new();
+async fn queue_figures(state: &AppState, scrape: &mut Scrape) {
     let backlog = tokio::time::timeout(CHECK_TIMEOUT, state.service.backlog_figures()).await;
     if let Ok(Ok((count, oldest))) = backlog {
-        out.push_str("# HELP svc_knowledge_backlog Revisions pending or processing.\n");
-        out.push_str("# TYPE svc_knowledge_backlog gauge\n");
-        out.push_str(&format!("svc_knowledge_backlog {count}\n"));
-        out.push_str("# HELP svc_knowledge_oldest_pending_seconds Age of the oldest revision still to process.\n");
-        out.push_str("# TYPE svc_knowledge_oldest_pending_seconds gauge\n");
-        out.push_str(&format!("svc_knowledge_oldest_pending_seconds {oldest:.3}\n"));
+        scrape.gauge("svc_knowledge_backlog", "Revisions pending or processing", count);
+        scrape.gauge_f64("svc_knowledge_oldest_pending_seconds", "Age of the oldest revision still to process", oldest);
     }
     if let Some(queue) = state.service.queue()
         && let Ok(depth) = queue.depth().await
     {
-        out.push_str("# HELP svc_queue_jobs Jobs in the Redis queue, waiting or claimed by a worker.\n");
-        out.push_str("# TYPE svc_queue_jobs gauge\n");
-        out.push_str(&format!("svc_queue_jobs{{state=\"waiting\"}} {}\n", depth.waiting));
-        out.push_str(&format!("svc_queue_jobs{{state=\"running\"}} {}\n", depth.running));
+        let count = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
+        scrape.gauges(
+            "svc_queue_jobs",
+            "Jobs in the Redis queue, waiting or claimed by a worker",
+            "state",
+            &[("waiting", count(depth.waiting)), ("running", count(depth.running))],
+        );
     }
-    out
 }

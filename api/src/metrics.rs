@@ -1,14 +1,25 @@
-//! Prometheus metrics: calls and latency per surface, operation and outcome.
+//! Prometheus metrics: calls and latency per surface, operation and outcome,
+//! and every response by surface and status class; encoded by
+//! `prometheus-client` (the Prometheus project's Rust client) in the
+//! Prometheus text format (0.0.4), the names and labels as before it.
 //!
-//! The label space is small and fixed (2 surfaces x 30 operations x 16
-//! outcomes), so the counters are plain atomics in arrays: recording is a few
-//! relaxed increments, with no lock and no allocation on the request path.
+//! Counters and histograms live for the process in one registry; figures read
+//! at scrape time (the pool, the backlog, the queue, the wait cache) go into
+//! a registry of that scrape (`Scrape`), so a figure that cannot be read is
+//! left out rather than shown stale.
 
-use std::fmt::Write;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use svc_contract::{CATALOG, ProblemCode};
+use prometheus_client::encoding::prometheus_text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
+use svc_contract::{Operation, ProblemCode};
+
+mod responses;
+pub use responses::surface_of;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Surface {
@@ -16,101 +27,113 @@ pub enum Surface {
     Mcp,
 }
 
-const SURFACES: [(Surface, &str); 2] = [(Surface::Http, "http"), (Surface::Mcp, "mcp")];
-/// `ok` and the fifteen problem codes.
-const OUTCOMES: usize = 1 + ProblemCode::ALL.len();
+impl Surface {
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::Http => "http",
+            Self::Mcp => "mcp",
+        }
+    }
+}
+
 /// Upper bounds of the latency buckets, in seconds.
 const BUCKETS: [f64; 12] = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0];
 
-#[derive(Default)]
-struct Series {
-    outcomes: [AtomicU64; OUTCOMES],
-    buckets: [AtomicU64; BUCKETS.len()],
-    micros_sum: AtomicU64,
+type CallLabels = [(&'static str, &'static str); 3];
+type OperationLabels = [(&'static str, &'static str); 2];
+type Histograms<L> = Family<L, Histogram, fn() -> Histogram>;
+
+fn latency_histogram() -> Histogram {
+    Histogram::new(BUCKETS)
 }
 
 pub struct Metrics {
-    series: Vec<Series>,
+    registry: Registry,
+    calls: Family<CallLabels, Counter>,
+    durations: Histograms<OperationLabels>,
+    /// Every response, by surface and status class.
+    pub responses: responses::Responses,
 }
 
 impl Default for Metrics {
     fn default() -> Self {
-        Self { series: (0..SURFACES.len() * CATALOG.len()).map(|_| Series::default()).collect() }
-    }
-}
-
-fn outcome_index(outcome: Option<ProblemCode>) -> usize {
-    match outcome {
-        None => 0,
-        Some(code) => 1 + ProblemCode::ALL.iter().position(|c| *c == code).unwrap_or(0),
+        let mut registry = Registry::default();
+        let calls = Family::<CallLabels, Counter>::default();
+        registry.register("svc_operation_calls", "Operation calls by surface, operation and outcome", calls.clone());
+        let durations: Histograms<OperationLabels> = Family::new_with_constructor(latency_histogram);
+        registry.register("svc_operation_duration_seconds", "Time to answer an operation call", durations.clone());
+        let responses = responses::Responses::new(&mut registry);
+        Self { registry, calls, durations, responses }
     }
 }
 
 impl Metrics {
     /// Records one call: `outcome` is `None` for success, else the problem code.
-    pub fn record(
-        &self,
-        surface: Surface,
-        operation: &svc_contract::Operation,
-        outcome: Option<ProblemCode>,
-        elapsed: Duration,
-    ) {
-        let surface_index = surface as usize;
-        let series = &self.series[surface_index * CATALOG.len() + operation.op as usize];
-        series.outcomes[outcome_index(outcome)].fetch_add(1, Ordering::Relaxed);
-        let seconds = elapsed.as_secs_f64();
-        if let Some(bucket) = BUCKETS.iter().position(|le| seconds <= *le) {
-            series.buckets[bucket].fetch_add(1, Ordering::Relaxed);
-        }
-        series.micros_sum.fetch_add(elapsed.as_micros() as u64, Ordering::Relaxed);
+    pub fn record(&self, surface: Surface, operation: &Operation, outcome: Option<ProblemCode>, elapsed: Duration) {
+        let outcome = outcome.map_or("ok", ProblemCode::as_str);
+        let labels = [("surface", surface.as_str()), ("operation", operation.id)];
+        self.calls.get_or_create(&[labels[0], labels[1], ("outcome", outcome)]).inc();
+        self.durations.get_or_create(&labels).observe(elapsed.as_secs_f64());
     }
 
-    /// The Prometheus text exposition of every series that has seen a call.
-    pub fn render(&self, pool: &sqlx::PgPool) -> String {
+    /// The exposition: this process's counters and histograms, then the
+    /// figures of this scrape.
+    pub fn render(&self, scrape: &Scrape) -> String {
         let mut out = String::new();
-        out.push_str("# HELP svc_operation_calls_total Operation calls by surface, operation and outcome.\n");
-        out.push_str("# TYPE svc_operation_calls_total counter\n");
-        let mut histograms = String::new();
-        histograms.push_str("# HELP svc_operation_duration_seconds Time to answer an operation call.\n");
-        histograms.push_str("# TYPE svc_operation_duration_seconds histogram\n");
-        for (surface, surface_name) in SURFACES {
-            for op in &CATALOG {
-                let series = &self.series[surface as usize * CATALOG.len() + op.op as usize];
-                let labels = format!("surface=\"{surface_name}\",operation=\"{}\"", op.id);
-                let mut total = 0;
-                for (i, counter) in series.outcomes.iter().enumerate() {
-                    let count = counter.load(Ordering::Relaxed);
-                    if count == 0 {
-                        continue;
-                    }
-                    total += count;
-                    let outcome = if i == 0 { "ok" } else { ProblemCode::ALL[i - 1].as_str() };
-                    let _ = writeln!(out, "svc_operation_calls_total{{{labels},outcome=\"{outcome}\"}} {count}");
-                }
-                if total == 0 {
-                    continue;
-                }
-                let mut cumulative = 0;
-                for (le, bucket) in BUCKETS.iter().zip(&series.buckets) {
-                    cumulative += bucket.load(Ordering::Relaxed);
-                    let _ = writeln!(
-                        histograms,
-                        "svc_operation_duration_seconds_bucket{{{labels},le=\"{le}\"}} {cumulative}"
-                    );
-                }
-                let _ = writeln!(histograms, "svc_operation_duration_seconds_bucket{{{labels},le=\"+Inf\"}} {total}");
-                let sum = series.micros_sum.load(Ordering::Relaxed) as f64 / 1e6;
-                let _ = writeln!(histograms, "svc_operation_duration_seconds_sum{{{labels}}} {sum}");
-                let _ = writeln!(histograms, "svc_operation_duration_seconds_count{{{labels}}} {total}");
-            }
-        }
-        out.push_str(&histograms);
-        let idle = pool.num_idle() as u64;
-        let size = u64::from(pool.size());
-        out.push_str("# HELP svc_db_connections Database pool connections by state.\n");
-        out.push_str("# TYPE svc_db_connections gauge\n");
-        let _ = writeln!(out, "svc_db_connections{{state=\"idle\"}} {idle}");
-        let _ = writeln!(out, "svc_db_connections{{state=\"in_use\"}} {}", size.saturating_sub(idle));
+        // Writing to a String cannot fail; an encoding error would leave the
+        // text cut short, which a scraper reports.
+        let _ = encode(&mut out, &self.registry).and_then(|()| encode(&mut out, &scrape.registry));
         out
     }
+}
+
+/// Figures read for one scrape.
+#[derive(Default)]
+pub struct Scrape {
+    registry: Registry,
+}
+
+impl Scrape {
+    pub fn gauge(&mut self, name: &str, help: &str, value: i64) {
+        let gauge = Gauge::<i64>::default();
+        gauge.set(value);
+        self.registry.register(name, help, gauge);
+    }
+
+    pub fn gauge_f64(&mut self, name: &str, help: &str, value: f64) {
+        let gauge = Gauge::<f64, std::sync::atomic::AtomicU64>::default();
+        gauge.set(value);
+        self.registry.register(name, help, gauge);
+    }
+
+    /// A gauge with one label, a value per label value.
+    pub fn gauges(&mut self, name: &str, help: &str, label: &'static str, values: &[(&'static str, i64)]) {
+        let family = Family::<[(&'static str, &'static str); 1], Gauge>::default();
+        for (value_of_label, value) in values {
+            family.get_or_create(&[(label, *value_of_label)]).set(*value);
+        }
+        self.registry.register(name, help, family);
+    }
+
+    /// A counter kept elsewhere (its total so far), with one label. `name`
+    /// without `_total`: the encoder adds it.
+    pub fn counters(&mut self, name: &str, help: &str, label: &'static str, values: &[(&'static str, u64)]) {
+        let family = Family::<[(&'static str, &'static str); 1], Counter>::default();
+        for (value_of_label, value) in values {
+            family.get_or_create(&[(label, *value_of_label)]).inc_by(*value);
+        }
+        self.registry.register(name, help, family);
+    }
+}
+
+/// The pool's connections by state.
+pub fn pool_figures(scrape: &mut Scrape, pool: &sqlx::PgPool) {
+    let idle = pool.num_idle() as i64;
+    let size = i64::from(pool.size());
+    scrape.gauges(
+        "svc_db_connections",
+        "Database pool connections by state",
+        "state",
+        &[("idle", idle), ("in_use", (size - idle).max(0))],
+    );
 }

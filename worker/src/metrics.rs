@@ -1,8 +1,15 @@
-//! The worker's Prometheus metrics: jobs by outcome and processing time.
+//! The worker's Prometheus metrics: jobs by outcome and processing time,
+//! encoded by `prometheus-client` (the Prometheus project's Rust client) in
+//! the Prometheus text format (0.0.4), the names and labels as before it.
 
-use std::fmt::Write;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
+
+use prometheus_client::encoding::prometheus_text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
 
 /// Upper bounds of the processing-time buckets, in seconds.
 const BUCKETS: [f64; 10] = [0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0];
@@ -20,69 +27,71 @@ pub enum JobOutcome {
     Skipped,
 }
 
-const OUTCOMES: [(JobOutcome, &str); 4] = [
-    (JobOutcome::Processed, "processed"),
-    (JobOutcome::Failed, "failed"),
-    (JobOutcome::Retried, "retried"),
-    (JobOutcome::Skipped, "skipped"),
-];
+impl JobOutcome {
+    const ALL: [Self; 4] = [Self::Processed, Self::Failed, Self::Retried, Self::Skipped];
 
-#[derive(Default)]
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::Processed => "processed",
+            Self::Failed => "failed",
+            Self::Retried => "retried",
+            Self::Skipped => "skipped",
+        }
+    }
+}
+
 pub struct Metrics {
-    jobs: [AtomicU64; 4],
-    buckets: [AtomicU64; BUCKETS.len()],
-    count: AtomicU64,
-    micros: AtomicU64,
-    requeued: AtomicU64,
-    timed_out: AtomicU64,
+    registry: Registry,
+    jobs: Family<[(&'static str, &'static str); 1], Counter>,
+    durations: Histogram,
+    requeued: Counter,
+    timed_out: Counter,
+    ready: Gauge,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        let mut registry = Registry::default();
+        let jobs = Family::<[(&'static str, &'static str); 1], Counter>::default();
+        // Every outcome from the start, at 0: rates need a first sample.
+        for outcome in JobOutcome::ALL {
+            let _ = jobs.get_or_create(&[("outcome", outcome.as_str())]);
+        }
+        registry.register("svc_worker_jobs", "Jobs by outcome", jobs.clone());
+        let durations = Histogram::new(BUCKETS);
+        registry.register("svc_worker_job_duration_seconds", "Time to run a job", durations.clone());
+        let requeued = Counter::default();
+        registry.register("svc_worker_sweeper_requeued", "Jobs the sweeper sent again", requeued.clone());
+        let timed_out = Counter::default();
+        registry.register(
+            "svc_worker_sweeper_timed_out",
+            "Revisions failed past the processing deadline",
+            timed_out.clone(),
+        );
+        let ready = Gauge::default();
+        registry.register("svc_worker_ready", "Whether PostgreSQL and Redis are reachable", ready.clone());
+        Self { registry, jobs, durations, requeued, timed_out, ready }
+    }
 }
 
 impl Metrics {
     pub fn job(&self, outcome: JobOutcome, took: Duration) {
-        let index = OUTCOMES.iter().position(|(o, _)| *o == outcome).unwrap_or(0);
-        self.jobs[index].fetch_add(1, Ordering::Relaxed);
-        let seconds = took.as_secs_f64();
-        if let Some(bucket) = BUCKETS.iter().position(|le| seconds <= *le) {
-            self.buckets[bucket].fetch_add(1, Ordering::Relaxed);
-        }
-        self.count.fetch_add(1, Ordering::Relaxed);
-        self.micros.fetch_add(took.as_micros() as u64, Ordering::Relaxed);
+        self.jobs.get_or_create(&[("outcome", outcome.as_str())]).inc();
+        self.durations.observe(took.as_secs_f64());
     }
 
     pub fn swept(&self, requeued: usize, timed_out: usize) {
-        self.requeued.fetch_add(requeued as u64, Ordering::Relaxed);
-        self.timed_out.fetch_add(timed_out as u64, Ordering::Relaxed);
+        self.requeued.inc_by(requeued as u64);
+        self.timed_out.inc_by(timed_out as u64);
     }
 
-    /// The Prometheus text exposition.
+    /// The exposition, with readiness as of now.
     pub fn render(&self, ready: bool) -> String {
+        self.ready.set(i64::from(ready));
         let mut out = String::new();
-        out.push_str("# HELP svc_worker_jobs_total Jobs by outcome.\n# TYPE svc_worker_jobs_total counter\n");
-        for ((_, name), counter) in OUTCOMES.iter().zip(&self.jobs) {
-            let _ = writeln!(out, "svc_worker_jobs_total{{outcome=\"{name}\"}} {}", counter.load(Ordering::Relaxed));
-        }
-        out.push_str("# HELP svc_worker_job_duration_seconds Time to run a job.\n");
-        out.push_str("# TYPE svc_worker_job_duration_seconds histogram\n");
-        let mut cumulative = 0;
-        for (le, bucket) in BUCKETS.iter().zip(&self.buckets) {
-            cumulative += bucket.load(Ordering::Relaxed);
-            let _ = writeln!(out, "svc_worker_job_duration_seconds_bucket{{le=\"{le}\"}} {cumulative}");
-        }
-        let count = self.count.load(Ordering::Relaxed);
-        let _ = writeln!(out, "svc_worker_job_duration_seconds_bucket{{le=\"+Inf\"}} {count}");
-        let _ =
-            writeln!(out, "svc_worker_job_duration_seconds_sum {}", self.micros.load(Ordering::Relaxed) as f64 / 1e6);
-        let _ = writeln!(out, "svc_worker_job_duration_seconds_count {count}");
-        out.push_str("# HELP svc_worker_sweeper_requeued_total Jobs the sweeper sent again.\n");
-        out.push_str("# TYPE svc_worker_sweeper_requeued_total counter\n");
-        let _ = writeln!(out, "svc_worker_sweeper_requeued_total {}", self.requeued.load(Ordering::Relaxed));
-        out.push_str("# HELP svc_worker_sweeper_timed_out_total Revisions failed past the processing deadline.\n");
-        out.push_str("# TYPE svc_worker_sweeper_timed_out_total counter\n");
-        let _ = writeln!(out, "svc_worker_sweeper_timed_out_total {}", self.timed_out.load(Ordering::Relaxed));
-        out.push_str(
-            "# HELP svc_worker_ready Whether PostgreSQL and Redis are reachable.\n# TYPE svc_worker_ready gauge\n",
-        );
-        let _ = writeln!(out, "svc_worker_ready {}", u8::from(ready));
+        // Writing to a String cannot fail; an encoding error would leave the
+        // text cut short, which a scraper reports.
+        let _ = encode(&mut out, &self.registry);
         out
     }
 }
@@ -100,6 +109,7 @@ mod tests {
         let text = metrics.render(true);
         assert!(text.contains("svc_worker_jobs_total{outcome=\"processed\"} 2"), "{text}");
         assert!(text.contains("svc_worker_jobs_total{outcome=\"retried\"} 1"));
+        assert!(text.contains("svc_worker_jobs_total{outcome=\"failed\"} 0"), "every outcome from the start");
         assert!(text.contains("svc_worker_job_duration_seconds_bucket{le=\"0.1\"} 2"));
         assert!(text.contains("svc_worker_job_duration_seconds_bucket{le=\"5\"} 3"));
         assert!(text.contains("svc_worker_job_duration_seconds_count 3"));
