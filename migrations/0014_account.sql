@@ -27,6 +27,9 @@ CREATE TABLE web_sign_ins (
     expires_at   timestamptz NOT NULL
 );
 
+-- Each sign-in deletes the expired ones: by index, however many were started.
+CREATE INDEX web_sign_ins_expires_idx ON web_sign_ins (expires_at);
+
 -- An invitation to join a Workspace with a role: single use, expiring.
 CREATE TABLE workspace_invites (
     id           uuid PRIMARY KEY,

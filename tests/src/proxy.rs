@@ -5,6 +5,7 @@
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::AbortHandle;
 
@@ -18,6 +19,8 @@ pub struct Proxy {
 #[derive(Default)]
 struct State {
     cut: bool,
+    /// A link whose client sends these bytes is dropped before they pass.
+    poison: Option<Vec<u8>>,
     links: Vec<AbortHandle>,
 }
 
@@ -33,9 +36,26 @@ impl Proxy {
                     // Refused: the connection closes at once.
                     continue;
                 }
+                let state = shared.clone();
                 let link = tokio::spawn(async move {
-                    if let Ok(mut outbound) = TcpStream::connect(target).await {
-                        let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
+                    let Ok(outbound) = TcpStream::connect(target).await else { return };
+                    let (mut from_client, mut to_client) = inbound.split();
+                    let (mut from_server, mut to_server) = outbound.into_split();
+                    let up = async {
+                        let mut buf = vec![0u8; 64 * 1024];
+                        loop {
+                            let n = from_client.read(&mut buf).await?;
+                            let poison = state.lock().expect("the proxy's state").poison.clone();
+                            if n == 0 || poison.is_some_and(|p| buf[..n].windows(p.len()).any(|w| w == p)) {
+                                return Ok::<(), std::io::Error>(());
+                            }
+                            to_server.write_all(&buf[..n]).await?;
+                        }
+                    };
+                    let down = tokio::io::copy(&mut from_server, &mut to_client);
+                    tokio::select! {
+                        _ = up => {}
+                        _ = down => {}
                     }
                 });
                 let mut state = shared.lock().expect("the proxy's state");
@@ -54,6 +74,12 @@ impl Proxy {
         for link in state.links.drain(..) {
             link.abort();
         }
+    }
+
+    /// From now on, drops every link whose client sends `bytes` (a statement
+    /// that "loses its connection" every time it is sent).
+    pub fn drop_on(&self, bytes: &[u8]) {
+        self.state.lock().expect("the proxy's state").poison = Some(bytes.to_vec());
     }
 
     /// Accepts connections again.

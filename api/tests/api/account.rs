@@ -284,3 +284,33 @@ async fn the_development_provider_signs_in_new_local_users_on_request(pool: PgPo
     assert_ne!(subjects[0], subjects[1]);
     assert_eq!(subjects[2], "local-developer");
 }
+
+/// `svc-api admin user-revoke-sessions` ends a web session as it ends tokens:
+/// its forms (setup among them, which writes the `users` row) are refused and
+/// change nothing.
+#[sqlx::test(migrations = "../migrations")]
+async fn revoked_sessions_cannot_post_forms(pool: PgPool) {
+    let mut site = Site::start(pool).await;
+    assert_eq!(site.sign_in().await.status, 303);
+    let csrf = csrf(&site.get("/account/setup").await);
+    let done = site
+        .post(
+            "/account/setup/confirm",
+            &[("csrf", &csrf), ("name", "Ada"), ("workspace", "Ada's Lab"), ("slug", "ada-s-lab")],
+        )
+        .await;
+    assert_eq!(done.status, 303, "{}", done.text());
+    sqlx::query("UPDATE users SET sessions_revoked_at = now() + interval '1 second'")
+        .execute(&site.pool)
+        .await
+        .unwrap();
+    let again = site
+        .post(
+            "/account/setup/confirm",
+            &[("csrf", &csrf), ("name", "Mallory"), ("workspace", "Other"), ("slug", "other")],
+        )
+        .await;
+    assert_ne!(again.status, 303, "refused: {}", again.text());
+    let name: Option<String> = sqlx::query_scalar("SELECT name FROM users").fetch_one(&site.pool).await.unwrap();
+    assert_eq!(name.as_deref(), Some("Ada"), "the users row unchanged");
+}

@@ -268,10 +268,12 @@ async fn an_attempt_that_lost_its_lease_midway_writes_nothing(pool: PgPool) {
     .await
     .unwrap();
     // The renewal (every lease / 3) finds the lease gone; then the lock is freed.
-    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    // Once its renewal finds the lease taken, it stops retrying: it ends while
+    // the lock is still held (it would otherwise retry until the deadline).
+    let outcome = tokio::time::timeout(Duration::from_secs(10), running).await;
     holder.rollback().await.unwrap();
-    let outcome = running.await.unwrap();
-    assert!(matches!(outcome, Ok(Outcome::Skipped) | Err(_)), "{outcome:?}");
+    let outcome = outcome.expect("the attempt gave up once its lease was taken").unwrap();
+    assert!(outcome.is_err(), "{outcome:?}");
     let (state, _) = attempts_of(&pool, revision).await;
     assert_eq!(state, "processing", "still the other attempt's");
     let owner: String = sqlx::query_scalar("SELECT lease_owner FROM knowledge_revisions WHERE id = $1")
@@ -310,4 +312,47 @@ async fn terminated_worker_sessions_do_not_fail_the_revision(pool: PgPool) {
     holder.rollback().await.unwrap();
     assert_eq!(running.await.unwrap().unwrap(), Outcome::Promoted);
     assert_eq!(attempts_of(&pool, revision).await, ("active".to_owned(), 1), "one attempt, within the limit of 1");
+}
+
+/// A `BEGIN` whose connection is lost every time is retried once on a fresh
+/// connection, then answered 503: never retried without end.
+#[sqlx::test(migrations = "../migrations")]
+async fn a_begin_that_keeps_losing_its_connection_is_retried_once(pool: PgPool) {
+    let o = pool.connect_options();
+    let proxy = svc_tests::proxy::Proxy::start(format!("{}:{}", o.get_host(), o.get_port()).parse().unwrap()).await;
+    let url = format!("postgres://{}@127.0.0.1:{}/{}", o.get_username(), proxy.port, o.get_database().unwrap());
+    let s = Tenant::with_config(connect(&url, APPLICATION, 5, Timeouts::SERVING).unwrap(), config()).await;
+    let before = s.app.metric("svc_db_retries_total{path=\"request\"}").await;
+    proxy.drop_on(b"BEGIN");
+    let input = add_input(&s.agent, "doomed", "Never stored.");
+    let answered = tokio::time::timeout(Duration::from_secs(20), s.call("knowledge-sources/add", input)).await;
+    let response = answered.expect("an answer, not a retry loop");
+    assert_eq!(response.status, 503, "{}", response.text());
+    assert!(response.headers.contains_key("retry-after"));
+    let retries = s.app.metric("svc_db_retries_total{path=\"request\"}").await - before;
+    assert_eq!(retries, 1.0, "BEGIN retried once");
+}
+
+/// A statement that runs past its timeout is the step's own fault, not
+/// contention: the attempt ends at once and counts (with a limit of one, the
+/// next job fails the revision `internal`) instead of repeating it until the
+/// deadline.
+#[sqlx::test(migrations = "../migrations")]
+async fn a_statement_timeout_ends_the_attempt_and_counts(pool: PgPool) {
+    let s = tenant(&pool, Timeouts::SERVING).await;
+    let revision =
+        pending_of(&s.ok("knowledge-sources/add", add_input(&s.agent, "faq", "Opening hours: nine to five.")).await);
+    for statement in [
+        "CREATE FUNCTION slow_passages() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN PERFORM pg_sleep(2); RETURN NULL; END $$",
+        "CREATE TRIGGER slow_passages BEFORE INSERT ON knowledge_passages FOR EACH STATEMENT EXECUTE FUNCTION slow_passages()",
+    ] {
+        sqlx::query(statement).execute(&pool).await.unwrap();
+    }
+    let timeouts = Timeouts { statement: Duration::from_millis(300), ..Timeouts::SERVING };
+    let worker = connect(&url_of(&pool), "svc-worker-faults", 4, timeouts).unwrap();
+    let processing = Processing { deadline: Duration::from_secs(120), ..processing(1) };
+    let first = tokio::time::timeout(Duration::from_secs(15), process(&worker, revision, &processing)).await;
+    assert!(first.expect("the attempt ended, not retried until the deadline").is_err());
+    assert_eq!(attempts_of(&pool, revision).await, ("processing".to_owned(), 1), "the attempt counts");
+    assert_eq!(process(&worker, revision, &processing).await.unwrap(), Outcome::Failed("internal"));
 }

@@ -42,6 +42,20 @@ impl Fault {
     }
 }
 
+/// Whether background work holding its lease should wait and try the same step
+/// again: the connection went away, or another holder's lock was in the way
+/// (a lock timeout, a deadlock, a serialization failure). A statement timeout
+/// is not: the step itself is too slow, and repeating it would only repeat
+/// that; it ends the attempt, which counts.
+pub fn worth_waiting_for(error: &Error) -> bool {
+    let Error::Database(error) = error else { return false };
+    match fault(error) {
+        Fault::ConnectionLost => true,
+        Fault::Contention => !matches!(error, sqlx::Error::Database(db) if db.code().as_deref() == Some("57014")),
+        Fault::Unavailable | Fault::Permanent => false,
+    }
+}
+
 /// Classifies a database error (see docs/decisions.md, "Which database errors
 /// are transient").
 pub fn fault(error: &sqlx::Error) -> Fault {

@@ -354,7 +354,9 @@ impl Session<'_> {
             entitlements::admit(op, ws.is_archived(), &ws.entitlement, now)?;
         }
         let ctx = ops::Ctx { service, caller, workspace, client, now, held: None };
-        if op.mutating {
+        // widget.verify starts a conversation (counted against its quota) and
+        // may call the model: run once, like a mutation.
+        if op.mutating || op.op == svc_contract::OperationId::WidgetVerify {
             // A mutation retries only a failed BEGIN (see `ops::write`): once its
             // transaction has started, a lost connection leaves its outcome
             // unknown, and the client retries with the same idempotency key.

@@ -78,7 +78,7 @@ pub async fn process(pool: &PgPool, revision: RevisionId, processing: &Processin
     if let Err(error) = &result {
         // Give the lease up at once so the next job need not wait it out; a
         // transient failure gives the attempt back too.
-        let transient = error.fault().is_transient();
+        let transient = crate::error::worth_waiting_for(error);
         let released = match pool.acquire().await {
             Ok(mut conn) => store::knowledge::release_lease(&mut conn, revision, &owner, transient).await,
             Err(error) => Err(error),
@@ -109,7 +109,7 @@ async fn attempt_until_done(
         .without_max_times();
     (|| attempt(pool, revision, owner))
         .retry(backoff)
-        .when(|error| error.fault().is_transient() && lease.held() && std::time::Instant::now() < until)
+        .when(|error| crate::error::worth_waiting_for(error) && lease.held() && std::time::Instant::now() < until)
         .notify(|error, delay| {
             crate::faults::retried(crate::faults::Retry::Work);
             tracing::warn!(%revision, error = %crate::error::chain(error), ?delay, "attempt interrupted; trying again");

@@ -304,19 +304,18 @@ async fn write<H: Handler>(
     // A connection found dead at BEGIN did nothing yet: replaced once. Past
     // BEGIN, a lost connection leaves the outcome unknown: the client retries
     // with its idempotency key.
-    let mut lost = None;
+    let mut retried = false;
     let mut tx = loop {
-        if let Some(error) = lost.take()
-            && !session.lost_and_reconnected(&error).await
-        {
-            return Err(error);
-        }
-        match session.conn().await?.begin().await {
+        let lost = match session.conn().await?.begin().await {
             Ok(tx) => break tx,
-            Err(error) if lost.is_none() && crate::error::fault(&error) == crate::error::Fault::ConnectionLost => {
-                lost = Some(Error::from(error));
+            Err(error) if !retried && crate::error::fault(&error) == crate::error::Fault::ConnectionLost => {
+                Error::from(error)
             }
             Err(error) => return Err(error.into()),
+        };
+        retried = true;
+        if !session.lost_and_reconnected(&lost).await {
+            return Err(lost);
         }
     };
     let result = async {

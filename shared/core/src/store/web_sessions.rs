@@ -49,14 +49,19 @@ pub async fn insert(conn: &mut PgConnection, session: &NewWebSession<'_>) -> sql
     .await
 }
 
-/// The unexpired session whose token hashes to `token_hash`.
+/// The unexpired session whose token hashes to `token_hash`, unless its User's
+/// sessions were revoked after it began (`svc-api admin user-revoke-sessions`
+/// ends web sessions as it ends tokens).
 #[tracing::instrument(level = "debug", skip_all)]
 pub async fn find(conn: &mut PgConnection, token_hash: &[u8]) -> sqlx::Result<Option<WebSessionRow>> {
     sqlx::query_as!(
         WebSessionRow,
         r#"
-        SELECT id, issuer, subject, email, name, created_at, expires_at
-        FROM web_sessions WHERE token_hash = $1 AND expires_at > now()
+        SELECT s.id, s.issuer, s.subject, s.email, s.name, s.created_at, s.expires_at
+        FROM web_sessions s
+        LEFT JOIN users u ON u.issuer = s.issuer AND u.subject = s.subject
+        WHERE s.token_hash = $1 AND s.expires_at > now()
+          AND (u.sessions_revoked_at IS NULL OR s.created_at > u.sessions_revoked_at)
         "#,
         token_hash,
     )
