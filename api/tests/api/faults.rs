@@ -356,3 +356,33 @@ async fn a_statement_timeout_ends_the_attempt_and_counts(pool: PgPool) {
     assert_eq!(attempts_of(&pool, revision).await, ("processing".to_owned(), 1), "the attempt counts");
     assert_eq!(process(&worker, revision, &processing).await.unwrap(), Outcome::Failed("internal"));
 }
+
+/// A job that panics or is dropped in the middle of its attempt (apalis
+/// catches the panic and drops the job's future) leaves its attempt counted
+/// and stops renewing its lease: the lease runs out, and the next job takes
+/// the revision (here, past the limit of one attempt, failing it `internal`).
+#[sqlx::test(migrations = "../migrations")]
+async fn an_attempt_dropped_midway_stops_renewing_its_lease(pool: PgPool) {
+    let s = tenant(&pool, Timeouts::SERVING).await;
+    let revision =
+        pending_of(&s.ok("knowledge-sources/add", add_input(&s.agent, "faq", "Opening hours: nine to five.")).await);
+    let holder = hold_usage(&pool).await;
+    let worker = connect(&url_of(&pool), "svc-worker-faults", 4, Timeouts::SERVING).unwrap();
+    let processing = Processing { lease: Duration::from_millis(900), ..processing(1) };
+    let (w, p) = (worker.clone(), processing.clone());
+    let running = tokio::spawn(async move { process(&w, revision, &p).await });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    running.abort();
+    let _ = running.await;
+    holder.rollback().await.unwrap();
+    assert_eq!(attempts_of(&pool, revision).await, ("processing".to_owned(), 1));
+    // Three lease periods later nobody renews it any more.
+    tokio::time::sleep(Duration::from_millis(2_700)).await;
+    let leased: bool = sqlx::query_scalar("SELECT lease_until > now() FROM knowledge_revisions WHERE id = $1")
+        .bind(revision)
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert!(!leased, "the dropped attempt's lease ran out");
+    assert_eq!(process(&worker, revision, &processing).await.unwrap(), Outcome::Failed("internal"));
+}

@@ -309,10 +309,19 @@ impl Lease {
         !self.lost.load(Ordering::Relaxed)
     }
 
-    async fn stop(self) {
+    async fn stop(mut self) {
         self.stop.notify_one();
-        if let Err(error) = self.task.await {
+        if let Err(error) = (&mut self.task).await {
             tracing::error!(%error, "the lease renewal task failed");
         }
+    }
+}
+
+/// An attempt that panicked (apalis catches it) or was dropped mid-way stops
+/// renewing its lease: the lease runs out and another attempt can start. A
+/// detached renewal would hold the revision for as long as the process lives.
+impl Drop for Lease {
+    fn drop(&mut self) {
+        self.task.abort();
     }
 }
