@@ -92,11 +92,24 @@ async fn workspace_form(
     headers: &HeaderMap,
     body: &Bytes,
 ) -> Result<(Signed, WorkspaceContext, Form), Response> {
+    workspace_form_by(state, workspace, headers, body).await.map(|(signed, ws, form, _)| (signed, ws, form))
+}
+
+/// [`workspace_form`], with the acting User.
+async fn workspace_form_by(
+    state: &AppState,
+    workspace: &str,
+    headers: &HeaderMap,
+    body: &Bytes,
+) -> Result<(Signed, WorkspaceContext, Form, UserId), Response> {
     let form = Form::parse(body);
     let signed = require_form(state, headers, &form).await?;
-    let ws =
-        caller(state, &signed, Some(workspace)).await.and_then(|c| c.selection.required().cloned()).map_err(failure)?;
-    Ok((signed, ws, form))
+    let caller = caller(state, &signed, Some(workspace)).await.map_err(failure)?;
+    let ws = caller.selection.required().cloned().map_err(failure)?;
+    let svc_core::caller::Principal::User(user) = &caller.principal else {
+        return Err(failure(Problem::internal()));
+    };
+    Ok((signed, ws, form, user.id))
 }
 
 fn role_field(form: &Form) -> Result<Role, Problem> {
@@ -162,7 +175,7 @@ pub async fn change_role(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let (_, ws, form) = match workspace_form(&state, &workspace, &headers, &body).await {
+    let (_, ws, form, actor) = match workspace_form_by(&state, &workspace, &headers, &body).await {
         Ok(found) => found,
         Err(response) => return response,
     };
@@ -170,7 +183,7 @@ pub async fn change_role(
         (Ok(role), Ok(user)) => (role, user),
         (Err(problem), _) | (_, Err(problem)) => return failure(problem),
     };
-    match svc_core::account::change_role(state.service.pool(), &ws, user, role).await {
+    match svc_core::account::change_role(state.service.pool(), &ws, actor, user, role).await {
         Ok(()) => back(&ws),
         Err(error) => failure(error.into_problem()),
     }
@@ -183,7 +196,7 @@ pub async fn remove(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let (_, ws, form) = match workspace_form(&state, &workspace, &headers, &body).await {
+    let (_, ws, form, actor) = match workspace_form_by(&state, &workspace, &headers, &body).await {
         Ok(found) => found,
         Err(response) => return response,
     };
@@ -191,7 +204,7 @@ pub async fn remove(
         Ok(user) => user,
         Err(problem) => return failure(problem),
     };
-    match svc_core::account::remove_member(state.service.pool(), &ws, user).await {
+    match svc_core::account::remove_member(state.service.pool(), &ws, actor, user).await {
         Ok(()) => back(&ws),
         Err(error) => failure(error.into_problem()),
     }

@@ -307,3 +307,44 @@ async fn api_keys_are_made_through_the_catalog_with_the_session(pool: PgPool) {
     assert_eq!(refused.status, 403);
     assert_eq!(app.count("SELECT count(*) FROM api_keys WHERE revoked_at IS NULL").await, 0);
 }
+
+/// An admin demoted while their request waits for the members' lock manages
+/// nobody once it has the lock: the acting User's role is read under it.
+#[sqlx::test(migrations = "../migrations")]
+async fn a_demotion_that_lands_first_holds(pool: PgPool) {
+    let app = TestApp::new(pool).await;
+    let (_, ws) = app.owner("olga").await;
+    for (subject, role) in [("adam", "admin"), ("mia", "member")] {
+        app.user(subject).await;
+        svc_core::admin::member_add(&app.pool, &ws, ISSUER, subject, role).await.unwrap();
+    }
+    let mia_id = user_id(&app, "mia").await;
+    let mut adam = Browser::of(&app, "adam").await;
+    let csrf = adam.csrf().await;
+
+    let mut holder = app.pool.begin().await.unwrap();
+    sqlx::query("SELECT 1 FROM memberships FOR UPDATE").execute(&mut *holder).await.unwrap();
+    let path = format!("/account/workspaces/{ws}/members/remove");
+    let fields = [("csrf", csrf.as_str()), ("userId", mia_id.as_str())];
+    let removal = adam.post(&path, &fields);
+    let demotion = async {
+        let waiting =
+            "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%memberships%'";
+        for _ in 0..500 {
+            if sqlx::query_scalar::<_, i64>(waiting).fetch_one(&app.pool).await.unwrap() > 0 {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        sqlx::query(
+            "UPDATE memberships SET role = 'member' WHERE user_id = (SELECT id FROM users WHERE subject = 'adam')",
+        )
+        .execute(&mut *holder)
+        .await
+        .unwrap();
+        holder.commit().await.unwrap();
+    };
+    let (response, ()) = tokio::join!(removal, demotion);
+    assert_eq!(response.status, 403, "{}", response.text());
+    assert_eq!(role_of(&app, &ws, "mia").await.as_deref(), Some("member"), "mia is still a member");
+}

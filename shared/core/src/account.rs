@@ -126,12 +126,16 @@ fn role_of(ws: &WorkspaceContext) -> Role {
 fn require_manager(ws: &WorkspaceContext) -> Result<Role> {
     let role = role_of(ws);
     if role < Role::Admin {
-        return Err(Problem::permission_denied("Only a Workspace owner or admin manages its members.")
-            .with_detail("reason", "role_required")
-            .with_detail("requiredRole", "admin")
-            .into());
+        return Err(manager_required());
     }
     Ok(role)
+}
+
+fn manager_required() -> Error {
+    Problem::permission_denied("Only a Workspace owner or admin manages its members.")
+        .with_detail("reason", "role_required")
+        .with_detail("requiredRole", "admin")
+        .into()
 }
 
 /// Only an owner hands out or takes away the owner role.
@@ -195,28 +199,45 @@ pub async fn members(pool: &PgPool, ws: &WorkspaceContext) -> Result<Vec<MemberR
     Ok(store::members::list(&mut conn, ws.id).await?)
 }
 
-/// The target's current role, and the owners left if it changed, read under
-/// the members' lock.
-async fn locked_target(conn: &mut sqlx::PgConnection, workspace: WorkspaceId, target: UserId) -> Result<(Role, usize)> {
+/// Under the members' lock: the acting User's role as it stands now (an admin
+/// demoted since their request was authenticated manages nobody), the
+/// target's current role, and the owners there are.
+async fn locked_roles(
+    conn: &mut sqlx::PgConnection,
+    workspace: WorkspaceId,
+    actor: UserId,
+    target: UserId,
+) -> Result<(Role, Role, usize)> {
     let roles = store::members::lock_roles(conn, workspace).await?;
+    let by = roles.iter().find(|(id, _)| *id == actor).map(|(_, role)| Role::from(*role));
+    let by = match by {
+        Some(role) if role >= Role::Admin => role,
+        _ => return Err(manager_required()),
+    };
     let current = roles
         .iter()
         .find(|(id, _)| *id == target)
         .map(|(_, role)| Role::from(*role))
         .ok_or_else(|| Error::from(Problem::not_found("member")))?;
     let owners = roles.iter().filter(|(_, role)| *role == StoredRole::Owner).count();
-    Ok((current, owners))
+    Ok((by, current, owners))
 }
 
 fn last_owner() -> Error {
     Problem::invalid("last_owner", "A Workspace keeps at least one owner: make someone else owner first.").into()
 }
 
-pub async fn change_role(pool: &PgPool, ws: &WorkspaceContext, target: UserId, role: Role) -> Result<()> {
-    let by = require_manager(ws)?;
-    may_grant(by, role)?;
+pub async fn change_role(
+    pool: &PgPool,
+    ws: &WorkspaceContext,
+    actor: UserId,
+    target: UserId,
+    role: Role,
+) -> Result<()> {
+    may_grant(require_manager(ws)?, role)?;
     let mut tx = pool.begin().await?;
-    let (current, owners) = locked_target(&mut tx, ws.id, target).await?;
+    let (by, current, owners) = locked_roles(&mut tx, ws.id, actor, target).await?;
+    may_grant(by, role)?;
     may_grant(by, current)?;
     if current == Role::Owner && role != Role::Owner && owners <= 1 {
         return Err(last_owner());
@@ -226,10 +247,10 @@ pub async fn change_role(pool: &PgPool, ws: &WorkspaceContext, target: UserId, r
     Ok(())
 }
 
-pub async fn remove_member(pool: &PgPool, ws: &WorkspaceContext, target: UserId) -> Result<()> {
-    let by = require_manager(ws)?;
+pub async fn remove_member(pool: &PgPool, ws: &WorkspaceContext, actor: UserId, target: UserId) -> Result<()> {
+    require_manager(ws)?;
     let mut tx = pool.begin().await?;
-    let (current, owners) = locked_target(&mut tx, ws.id, target).await?;
+    let (by, current, owners) = locked_roles(&mut tx, ws.id, actor, target).await?;
     may_grant(by, current)?;
     if current == Role::Owner && owners <= 1 {
         return Err(last_owner());
