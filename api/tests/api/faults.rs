@@ -215,6 +215,19 @@ async fn attempts_of(pool: &PgPool, revision: RevisionId) -> (String, i32) {
         .unwrap()
 }
 
+/// A Tenant with one source whose revision is pending.
+async fn pending_revision(pool: &PgPool) -> (Tenant, RevisionId) {
+    let s = tenant(pool, Timeouts::SERVING).await;
+    let added = s.ok("knowledge-sources/add", add_input(&s.agent, "faq", "Opening hours: nine to five.")).await;
+    let revision = pending_of(&added);
+    (s, revision)
+}
+
+/// A worker's pool, as `svc-worker` makes it, with `timeouts`.
+fn worker_pool(pool: &PgPool, timeouts: Timeouts) -> PgPool {
+    connect(&url_of(pool), "svc-worker-faults", 4, timeouts).unwrap()
+}
+
 /// Holds the Workspace's usage row (as a frozen replica's open transaction
 /// does) until dropped or rolled back.
 async fn hold_usage(pool: &PgPool) -> sqlx::Transaction<'static, sqlx::Postgres> {
@@ -230,13 +243,11 @@ async fn hold_usage(pool: &PgPool) -> sqlx::Transaction<'static, sqlx::Postgres>
 /// the revision failed `internal`.)
 #[sqlx::test(migrations = "../migrations")]
 async fn contention_is_retried_within_one_attempt(pool: PgPool) {
-    let s = tenant(&pool, Timeouts::SERVING).await;
-    let revision =
-        pending_of(&s.ok("knowledge-sources/add", add_input(&s.agent, "faq", "Opening hours: nine to five.")).await);
+    let (_s, revision) = pending_revision(&pool).await;
     let holder = hold_usage(&pool).await;
     // The worker's pool gives up on a lock after 100 ms.
     let timeouts = Timeouts { lock: Duration::from_millis(100), ..Timeouts::SERVING };
-    let worker = connect(&url_of(&pool), "svc-worker-faults", 4, timeouts).unwrap();
+    let worker = worker_pool(&pool, timeouts);
     let processing = processing(2);
     let running = tokio::spawn(async move { process(&worker, revision, &processing).await });
     // Let it meet several lock timeouts, then let go.
@@ -250,12 +261,10 @@ async fn contention_is_retried_within_one_attempt(pool: PgPool) {
 /// stuck, and another attempt started) stops retrying and writes nothing.
 #[sqlx::test(migrations = "../migrations")]
 async fn an_attempt_that_lost_its_lease_midway_writes_nothing(pool: PgPool) {
-    let s = tenant(&pool, Timeouts::SERVING).await;
-    let revision =
-        pending_of(&s.ok("knowledge-sources/add", add_input(&s.agent, "faq", "Opening hours: nine to five.")).await);
+    let (_s, revision) = pending_revision(&pool).await;
     let holder = hold_usage(&pool).await;
     let timeouts = Timeouts { lock: Duration::from_millis(100), ..Timeouts::SERVING };
-    let worker = connect(&url_of(&pool), "svc-worker-faults", 4, timeouts).unwrap();
+    let worker = worker_pool(&pool, timeouts);
     let processing = processing(5);
     let running = tokio::spawn(async move { process(&worker, revision, &processing).await });
     tokio::time::sleep(Duration::from_millis(500)).await;
@@ -290,11 +299,9 @@ async fn an_attempt_that_lost_its_lease_midway_writes_nothing(pool: PgPool) {
 /// attempt too: terminated sessions do not fail the revision.
 #[sqlx::test(migrations = "../migrations")]
 async fn terminated_worker_sessions_do_not_fail_the_revision(pool: PgPool) {
-    let s = tenant(&pool, Timeouts::SERVING).await;
-    let revision =
-        pending_of(&s.ok("knowledge-sources/add", add_input(&s.agent, "faq", "Opening hours: nine to five.")).await);
+    let (_s, revision) = pending_revision(&pool).await;
     let holder = hold_usage(&pool).await;
-    let worker = connect(&url_of(&pool), "svc-worker-faults", 4, Timeouts::SERVING).unwrap();
+    let worker = worker_pool(&pool, Timeouts::SERVING);
     let processing = processing(1);
     let running = tokio::spawn(async move { process(&worker, revision, &processing).await });
     // The promotion waits on the lock; its session is terminated meanwhile.
@@ -339,9 +346,7 @@ async fn a_begin_that_keeps_losing_its_connection_is_retried_once(pool: PgPool) 
 /// deadline.
 #[sqlx::test(migrations = "../migrations")]
 async fn a_statement_timeout_ends_the_attempt_and_counts(pool: PgPool) {
-    let s = tenant(&pool, Timeouts::SERVING).await;
-    let revision =
-        pending_of(&s.ok("knowledge-sources/add", add_input(&s.agent, "faq", "Opening hours: nine to five.")).await);
+    let (_s, revision) = pending_revision(&pool).await;
     for statement in [
         "CREATE FUNCTION slow_passages() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN PERFORM pg_sleep(2); RETURN NULL; END $$",
         "CREATE TRIGGER slow_passages BEFORE INSERT ON knowledge_passages FOR EACH STATEMENT EXECUTE FUNCTION slow_passages()",
@@ -349,7 +354,7 @@ async fn a_statement_timeout_ends_the_attempt_and_counts(pool: PgPool) {
         sqlx::query(statement).execute(&pool).await.unwrap();
     }
     let timeouts = Timeouts { statement: Duration::from_millis(300), ..Timeouts::SERVING };
-    let worker = connect(&url_of(&pool), "svc-worker-faults", 4, timeouts).unwrap();
+    let worker = worker_pool(&pool, timeouts);
     let processing = Processing { deadline: Duration::from_secs(120), ..processing(1) };
     let first = tokio::time::timeout(Duration::from_secs(15), process(&worker, revision, &processing)).await;
     assert!(first.expect("the attempt ended, not retried until the deadline").is_err());
@@ -363,11 +368,9 @@ async fn a_statement_timeout_ends_the_attempt_and_counts(pool: PgPool) {
 /// the revision (here, past the limit of one attempt, failing it `internal`).
 #[sqlx::test(migrations = "../migrations")]
 async fn an_attempt_dropped_midway_stops_renewing_its_lease(pool: PgPool) {
-    let s = tenant(&pool, Timeouts::SERVING).await;
-    let revision =
-        pending_of(&s.ok("knowledge-sources/add", add_input(&s.agent, "faq", "Opening hours: nine to five.")).await);
+    let (_s, revision) = pending_revision(&pool).await;
     let holder = hold_usage(&pool).await;
-    let worker = connect(&url_of(&pool), "svc-worker-faults", 4, Timeouts::SERVING).unwrap();
+    let worker = worker_pool(&pool, Timeouts::SERVING);
     let processing = Processing { lease: Duration::from_millis(900), ..processing(1) };
     let (w, p) = (worker.clone(), processing.clone());
     let running = tokio::spawn(async move { process(&w, revision, &p).await });
