@@ -76,10 +76,11 @@ async fn a_new_user_signs_up_in_the_browser_and_invites_another(pool: PgPool) {
     );
     api.wait_for("svc-api listening").await;
 
+    let scratch = svc_tests::TempDir::new("svc-account-screenshots");
     let screenshots = if std::env::var_os("SVC_UPDATE_SCREENSHOTS").is_some() {
         folder("../docs/screenshots")
     } else {
-        std::env::temp_dir().join(format!("svc-account-screenshots-{}", std::process::id()))
+        scratch.path().to_owned()
     };
     let output = tokio::time::timeout(
         Duration::from_secs(240),

@@ -52,6 +52,13 @@ struct DevApp {
     seed: DevSeed,
 }
 
+/// The env file a test's app wrote goes with the app, failing or not.
+impl Drop for DevApp {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.seed.env_file);
+    }
+}
+
 impl DevApp {
     async fn start(pool: PgPool, env_file: PathBuf) -> Self {
         let config = dev_config(env_file);

@@ -238,8 +238,7 @@ mod tests {
 
     #[tokio::test]
     async fn an_unknown_kid_refetches_at_most_once_per_interval() {
-        let dir = std::env::temp_dir().join(format!("svc-jwks-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = svc_tests::TempDir::new("svc-jwks");
         let path = dir.join("jwks.json");
         let published = TestIssuer::shared().jwks();
         let (rsa, ec) = (published["keys"][0].clone(), published["keys"][1].clone());
@@ -264,7 +263,8 @@ mod tests {
 
     #[test]
     fn a_bad_file_fails_at_start() {
-        let path = std::env::temp_dir().join(format!("svc-jwks-bad-{}.json", std::process::id()));
+        let dir = svc_tests::TempDir::new("svc-jwks-bad");
+        let path = dir.join("jwks.json");
         std::fs::write(&path, "not json").unwrap();
         assert!(Jwks::new("iss", &JwksSource::File(path.clone())).is_err());
         assert!(Jwks::new("iss", &JwksSource::File(path.with_extension("missing"))).is_err());

@@ -246,7 +246,8 @@ mod tests {
 
     #[tokio::test]
     async fn a_cached_token_is_checked_again_when_its_key_is_retired() {
-        let path = std::env::temp_dir().join(format!("svc-jwt-cache-{}.json", std::process::id()));
+        let dir = svc_tests::TempDir::new("svc-jwt-cache");
+        let path = dir.join("jwks.json");
         let issuer = TestIssuer::shared();
         std::fs::write(&path, issuer.jwks().to_string()).unwrap();
         let config =
