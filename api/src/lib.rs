@@ -12,6 +12,7 @@ pub mod devidp;
 pub mod discovery;
 pub mod guard;
 pub mod health;
+pub mod html;
 pub mod keepalive;
 pub mod limit;
 pub mod mcp;

@@ -37,6 +37,7 @@ use svc_core::ids::AgentId;
 
 use crate::access::Called;
 use crate::app::AppState;
+use crate::html::escape;
 use crate::limit::RateLimiter;
 use crate::operations::{declared_length, header_str};
 use crate::response::{self, RequestId};
@@ -421,29 +422,3 @@ const UNAVAILABLE_PAGE: &str = r#"<!doctype html>
 <body><main><h1>The chat is unavailable right now</h1><p>Please try again in a moment.</p></main></body>
 </html>
 "#;
-
-/// Text as HTML content or attribute value.
-fn escape(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn markup_is_escaped() {
-        assert_eq!(escape(r#"<b a="1">&'"#), "&lt;b a=&quot;1&quot;&gt;&amp;&#39;");
-    }
-}

@@ -174,3 +174,17 @@ pub async fn flush_namespace(redis: &str, namespace: &str) {
         let _: () = redis::cmd("DEL").arg(&keys).query_async(&mut conn).await.expect("DEL");
     }
 }
+
+/// Terminates every session of the program named `application` (its
+/// `application_name`) on `pool`'s database, as a failover or a pooler restart
+/// does; returns how many.
+pub async fn terminate_sessions(pool: &PgPool, application: &str) -> i64 {
+    sqlx::query_scalar(
+        "SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) FROM pg_stat_activity
+         WHERE application_name = $1 AND datname = current_database()",
+    )
+    .bind(application)
+    .fetch_one(pool)
+    .await
+    .expect("sessions terminated")
+}

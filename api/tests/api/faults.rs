@@ -32,14 +32,7 @@ async fn tenant(pool: &PgPool, timeouts: Timeouts) -> Tenant {
 
 /// Terminates every backend of the API's pool; returns how many.
 async fn terminate_all(admin: &PgPool) -> i64 {
-    sqlx::query_scalar(
-        "SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) FROM pg_stat_activity
-         WHERE application_name = $1 AND datname = current_database()",
-    )
-    .bind(APPLICATION)
-    .fetch_one(admin)
-    .await
-    .unwrap()
+    svc_tests::stack::terminate_sessions(admin, APPLICATION).await
 }
 
 /// Every answer of one kind: its status, and whether a 503 said when to retry.

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 use sqlx::PgPool;
-use svc_tests::stack::{Worker, flush_namespace};
+use svc_tests::stack::{Worker, flush_namespace, terminate_sessions};
 
 use super::{REDIS, Stage, Tenant, assert_promoted_once, stage};
 
@@ -30,18 +30,6 @@ impl Tenant {
         assert_eq!(status, 200, "{body}");
         body["data"]["knowledgeSource"]["id"].as_str().unwrap().to_owned()
     }
-}
-
-/// Terminates every session of the named program on the test's database.
-async fn terminate_sessions(pool: &PgPool, application: &str) -> i64 {
-    sqlx::query_scalar(
-        "SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) FROM pg_stat_activity
-         WHERE application_name = $1 AND datname = current_database()",
-    )
-    .bind(application)
-    .fetch_one(pool)
-    .await
-    .unwrap()
 }
 
 /// Each source's active revision digest, by source.
