@@ -96,9 +96,18 @@ fn wait_cache_figures(state: &AppState, scrape: &mut Scrape) {
 /// holds) and the queue from Redis; a figure that cannot be read is left out.
 async fn queue_figures(state: &AppState, scrape: &mut Scrape) {
     let backlog = tokio::time::timeout(CHECK_TIMEOUT, state.service.backlog_figures()).await;
-    if let Ok(Ok((count, oldest))) = backlog {
-        scrape.gauge("svc_knowledge_backlog", "Revisions pending or processing", count);
-        scrape.gauge_f64("svc_knowledge_oldest_pending_seconds", "Age of the oldest revision still to process", oldest);
+    if let Ok(Ok(pending)) = backlog {
+        scrape.gauge("svc_knowledge_backlog", "Revisions pending or processing", pending.revisions);
+        scrape.gauge(
+            "svc_knowledge_pending_workspaces",
+            "Workspaces with revisions pending or processing",
+            pending.workspaces,
+        );
+        scrape.gauge_f64(
+            "svc_knowledge_oldest_pending_seconds",
+            "Age of the oldest revision still to process",
+            pending.oldest_secs,
+        );
     }
     if let Some(queue) = state.service.queue()
         && let Ok(depth) = queue.depth().await

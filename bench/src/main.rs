@@ -11,10 +11,13 @@
 //!   and planned against an Agent that already has it.
 //! - `answers`: the answer engine's ranking quality (nDCG@5 beside BM25) and
 //!   speed (answers/s, p99, retrieval time) with the same stack.
+//! - `fairness`: one Workspace's small source beside another's backlog, with
+//!   1 and 2 workers, and the cost of a look at the turn order.
 
 mod answers;
 mod common;
 mod corpus;
+mod fairness;
 mod ingest;
 mod reconcile;
 mod requests;
@@ -33,7 +36,8 @@ fn main() -> anyhow::Result<()> {
             "ingest" => ingest::run(args).await,
             "answers" => answers::run(args).await,
             "reconcile" => reconcile::run(args).await,
-            other => anyhow::bail!("unknown benchmark {other}: requests, ingest, reconcile or answers"),
+            "fairness" => fairness::run(args).await,
+            other => anyhow::bail!("unknown benchmark {other}: requests, ingest, reconcile, answers or fairness"),
         }
     })
 }

@@ -13,6 +13,8 @@ use svc_tests::stack::{Api, OwnRedis, Worker, admin, database_url, flush_namespa
 
 #[path = "knowledge/faults.rs"]
 mod faults;
+#[path = "knowledge/turns.rs"]
+mod turns;
 
 const REDIS: &str = "redis://127.0.0.1:6379";
 

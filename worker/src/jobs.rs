@@ -63,12 +63,26 @@ pub async fn handle(job: Job, context: Data<Arc<Context>>) -> Result<(), BoxDynE
     Ok(())
 }
 
+/// Entries a reconcile job applies before it takes its turn again at the back
+/// of the queue.
+const APPLY_ENTRIES_PER_JOB: usize = 16;
+
 async fn run(context: &Context, job: Job) -> Result<Outcome, svc_core::error::Error> {
     match job {
-        Job::ProcessRevision { revision } => knowledge::process(&context.pool, revision, &context.processing).await,
-        Job::ApplyReconcile { run } => Ok(match reconcile::apply(&context.pool, run, Some(&context.queue)).await? {
-            reconcile::Applied::Done => Outcome::Promoted,
-            reconcile::Applied::Nothing => Outcome::Skipped,
-        }),
+        // The job wakes this worker; the revision it names may wait its turn
+        // behind another Workspace's (`process_next`).
+        Job::ProcessRevision { .. } => knowledge::process_next(&context.pool, &context.processing).await,
+        Job::ApplyReconcile { run } => {
+            Ok(match reconcile::apply(&context.pool, run, Some(&context.queue), APPLY_ENTRIES_PER_JOB).await? {
+                reconcile::Applied::Done => Outcome::Promoted,
+                reconcile::Applied::Nothing => Outcome::Skipped,
+                reconcile::Applied::More => {
+                    if let Err(error) = context.queue.push_all(&[job]).await {
+                        tracing::warn!(%error, %run, "could not send a reconcile job again; the sweeper will");
+                    }
+                    Outcome::Promoted
+                }
+            })
+        }
     }
 }

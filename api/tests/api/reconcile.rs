@@ -56,7 +56,7 @@ impl Setup {
     /// Applies whatever is applying, then processes every pending revision.
     async fn settle(&self, run: &Value) {
         let run = RunId::parse(run["runId"].as_str().unwrap()).unwrap();
-        apply(&self.app.pool, run, None).await.unwrap();
+        apply(&self.app.pool, run, None, usize::MAX).await.unwrap();
         let pending: Vec<uuid::Uuid> =
             sqlx::query_scalar("SELECT id FROM knowledge_revisions WHERE state = 'pending' ORDER BY id")
                 .fetch_all(&self.app.pool)
@@ -238,7 +238,7 @@ async fn runs_of_one_agent_apply_in_submission_order(pool: PgPool) {
     assert_eq!(actions(&second), [("k".into(), "add".into())], "planned before the first applied");
     // The second run's job arrives first: the first run is applied before it.
     let run = RunId::parse(second["runId"].as_str().unwrap()).unwrap();
-    assert_eq!(apply(&s.app.pool, run, None).await.unwrap(), Applied::Done);
+    assert_eq!(apply(&s.app.pool, run, None, usize::MAX).await.unwrap(), Applied::Done);
     let revisions: Vec<String> = sqlx::query_scalar("SELECT revision FROM knowledge_revisions ORDER BY id")
         .fetch_all(&s.app.pool)
         .await
@@ -254,6 +254,25 @@ async fn runs_of_one_agent_apply_in_submission_order(pool: PgPool) {
             .unwrap();
     assert_eq!(applied, [Some("add".to_owned()), Some("replace".to_owned())], "re-evaluated at apply time");
     let _ = first;
+}
+
+/// A job applies a bounded number of entries, then takes its turn again
+/// behind other work (the worker sends it again on `More`).
+#[sqlx::test(migrations = "../migrations")]
+async fn a_job_applies_a_bounded_slice_of_a_run(pool: PgPool) {
+    let s = setup(pool).await;
+    let entries = (0..5).map(|i| upsert(&format!("k{i}"), &format!("Entry {i}."))).collect();
+    let run = s.ok(s.input(entries, false, false)).await;
+    let run = RunId::parse(run["runId"].as_str().unwrap()).unwrap();
+    let applied = || s.count("SELECT count(*) FROM knowledge_sources");
+    assert_eq!(apply(&s.app.pool, run, None, 2).await.unwrap(), Applied::More);
+    assert_eq!(applied().await, 2);
+    assert_eq!(apply(&s.app.pool, run, None, 2).await.unwrap(), Applied::More);
+    assert_eq!(applied().await, 4);
+    assert_eq!(apply(&s.app.pool, run, None, 2).await.unwrap(), Applied::Done);
+    assert_eq!(applied().await, 5);
+    assert_eq!(s.count("SELECT count(*) FROM reconcile_runs WHERE status = 'completed'").await, 1);
+    assert_eq!(apply(&s.app.pool, run, None, 2).await.unwrap(), Applied::Nothing, "a late job finds it done");
 }
 
 #[sqlx::test(migrations = "../migrations")]

@@ -276,19 +276,24 @@ pub enum Applied {
     Done,
     /// The run's Agent has nothing applying (the job came late).
     Nothing,
+    /// `entries` were applied and more are left: send the job again, so that
+    /// a large manifest takes turns with other work instead of holding a
+    /// worker's slot until it is done.
+    More,
 }
 
 /// Applies the runs of `run`'s Agent, oldest first, entry by entry, until none
-/// is left applying. Jobs for the revisions entries create are pushed after each
-/// entry's commit. An `Err` is transient: the sweeper sends the job again.
-pub async fn apply(pool: &PgPool, run: RunId, queue: Option<&Queue>) -> Result<Applied> {
+/// is left applying or `entries` were applied. Jobs for the revisions entries
+/// create are pushed after each entry's commit. An `Err` is transient: the
+/// sweeper sends the job again.
+pub async fn apply(pool: &PgPool, run: RunId, queue: Option<&Queue>, entries: usize) -> Result<Applied> {
     let agent = {
         let mut conn = pool.acquire().await?;
         store::reconcile::agent_of(&mut conn, run).await?
     };
     let Some(agent) = agent else { return Ok(Applied::Nothing) };
     let mut applied_any = false;
-    loop {
+    for _ in 0..entries.max(1) {
         match step(pool, agent).await? {
             Step::Idle => return Ok(if applied_any { Applied::Done } else { Applied::Nothing }),
             Step::Applied(job) => {
@@ -302,6 +307,7 @@ pub async fn apply(pool: &PgPool, run: RunId, queue: Option<&Queue>) -> Result<A
             Step::Failed => applied_any = true,
         }
     }
+    Ok(Applied::More)
 }
 
 enum Step {

@@ -89,8 +89,8 @@ impl Service {
         self.queue.as_ref()
     }
 
-    /// Revisions still to be processed and the age of the oldest, in seconds.
-    pub async fn backlog_figures(&self) -> crate::error::Result<(i64, f64)> {
+    /// Work still to be processed: revisions, their Workspaces, the oldest's age.
+    pub async fn backlog_figures(&self) -> crate::error::Result<crate::store::knowledge::PendingWork> {
         let mut conn = self.pool.acquire().await?;
         Ok(crate::store::knowledge::backlog(&mut conn).await?)
     }

@@ -18,7 +18,7 @@ mod process;
 mod sweep;
 pub mod waits;
 
-pub use process::{Outcome, Processing, process};
+pub use process::{Outcome, Processing, process, process_next};
 pub use sweep::{Sweep, sweep};
 use waits::WaitCache;
 
@@ -405,7 +405,7 @@ impl Backlog {
         // One caller per second wins the right to read; the others use the figure.
         if Self::stale(now, read_at) && self.read_at.compare_exchange(read_at, now, Relaxed, Relaxed).is_ok() {
             match store::knowledge::backlog(conn).await {
-                Ok((count, _)) => self.count.store(count, Relaxed),
+                Ok(pending) => self.count.store(pending.revisions, Relaxed),
                 Err(error) => tracing::warn!(error = %crate::error::chain(&error), "could not read the backlog"),
             }
         }

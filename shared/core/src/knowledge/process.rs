@@ -1,4 +1,9 @@
-//! Processing one revision: what a worker does with a `ProcessRevision` job.
+//! Processing revisions: what a worker does with a `ProcessRevision` job.
+//!
+//! A job only wakes a worker: the worker takes whichever revision is next in
+//! turn across Workspaces ([`process_next`]), so one Workspace's backlog does
+//! not queue another's source behind it (docs/decisions.md, "Which revision a
+//! worker takes next").
 //!
 //! Safe to run twice, late, or beside another worker on the same revision:
 //! - an attempt starts only on a revision still unfinished and not leased by a
@@ -61,6 +66,42 @@ pub enum Outcome {
     Skipped,
 }
 
+/// Revisions read per look at the turn order: more than one, so that workers
+/// starting at once spread over the first Workspaces in turn.
+const CANDIDATES: i64 = 4;
+
+/// Looks at the turn order at most this often per job. Each look that finds
+/// only revisions other attempts took meanwhile means those attempts started,
+/// so the loop ends well before; the bound only guards against the unforeseen.
+const MAX_LOOKS: usize = 64;
+
+/// Processes the revision next in turn once (see the module documentation):
+/// the Workspace with the fewest attempts running, then the one served longest
+/// ago, and within it the oldest revision nobody holds. `Skipped` when nothing
+/// is left that nobody holds.
+pub async fn process_next(pool: &PgPool, processing: &Processing) -> Result<Outcome> {
+    for _ in 0..MAX_LOOKS {
+        let candidates = {
+            let mut conn = pool.acquire().await?;
+            store::knowledge::next_in_turn(&mut conn, CANDIDATES).await?
+        };
+        if candidates.is_empty() {
+            return Ok(Outcome::Skipped);
+        }
+        for revision in candidates {
+            let owner = processing.attempt_name();
+            match begin(pool, revision, processing, &owner).await? {
+                // Another attempt took it meanwhile: the next in turn.
+                Begin::Skip => continue,
+                Begin::Fail(code) => return fail(pool, revision, code).await,
+                Begin::Attempt => return run(pool, revision, processing, owner).await,
+            }
+        }
+    }
+    tracing::warn!("found only revisions others had taken, {MAX_LOOKS} times over; the sweeper wakes what is left");
+    Ok(Outcome::Skipped)
+}
+
 /// Processes `revision` once (see the module documentation). An `Err` is a
 /// failure the attempt could not get past: a transient one (the database
 /// unreachable past the deadline, the lease lost) gives the attempt back, so it
@@ -68,10 +109,14 @@ pub enum Outcome {
 pub async fn process(pool: &PgPool, revision: RevisionId, processing: &Processing) -> Result<Outcome> {
     let owner = processing.attempt_name();
     match begin(pool, revision, processing, &owner).await? {
-        Begin::Skip => return Ok(Outcome::Skipped),
-        Begin::Fail(code) => return fail(pool, revision, code).await,
-        Begin::Attempt => {}
+        Begin::Skip => Ok(Outcome::Skipped),
+        Begin::Fail(code) => fail(pool, revision, code).await,
+        Begin::Attempt => run(pool, revision, processing, owner).await,
     }
+}
+
+/// Runs the attempt `owner` started on `revision`, under its lease.
+async fn run(pool: &PgPool, revision: RevisionId, processing: &Processing, owner: String) -> Result<Outcome> {
     let lease = Lease::keep(pool.clone(), revision, owner.clone(), processing.lease);
     let result = attempt_until_done(pool, revision, processing, &owner, &lease).await;
     lease.stop().await;
@@ -147,6 +192,8 @@ async fn begin(pool: &PgPool, revision: RevisionId, processing: &Processing, own
                 job.state
             )));
         }
+        // The Workspace goes to the back of the turn.
+        store::knowledge::served(&mut tx, job.workspace).await?;
         Begin::Attempt
     };
     tx.commit().await?;

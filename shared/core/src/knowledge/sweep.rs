@@ -3,9 +3,11 @@
 //! Jobs live in Redis and can be lost (Redis flushed, an enqueue that failed
 //! after its commit) or held by a worker that died. PostgreSQL knows what is
 //! unfinished, so the sweeper, run by every worker but by one at a time across
-//! them, re-sends a job for every unfinished revision that nobody holds and
-//! whose last job is older than `requeue_after` (and for every reconcile run
-//! that made no progress for as long), and fails every revision past the
+//! them, makes sure the queue holds a job for every unfinished revision that
+//! nobody holds (a job wakes a worker, which takes whichever revision is next
+//! in turn: only the shortfall is sent, for revisions whose last job is older
+//! than `requeue_after`), re-sends a job for every reconcile run that made no
+//! progress for as long, and fails every revision past the
 //! processing deadline (`processing_timeout`). It also drops the records
 //! Redis keeps of finished jobs once they are `keep_finished` old.
 
@@ -21,7 +23,8 @@ use crate::store;
 /// How the sweeper works.
 #[derive(Clone, Debug)]
 pub struct Sweep {
-    /// Age of an unfinished revision's last job at which it is sent again.
+    /// Age of an unfinished revision's last job at which it may be sent again
+    /// (when the queue holds fewer jobs than revisions nobody holds).
     pub requeue_after: Duration,
     /// Age at which an unfinished revision fails `processing_timeout`.
     pub deadline: Duration,
@@ -76,9 +79,14 @@ async fn sweep_held(pool: &PgPool, queue: Option<&Queue>, settings: &Sweep) -> R
         }
     }
     if let Some(queue) = queue {
+        // Jobs are wake-ups (see `process_next`): what matters is that the
+        // queue holds one for each revision nobody holds, whichever it names.
+        let queued = queue.depth().await.map_err(|e| crate::error::Error::internal(format!("queue depth: {e}")))?;
+        let queued = i64::try_from(queued.waiting).unwrap_or(i64::MAX);
         let mut conn = pool.acquire().await?;
-        let stale = store::knowledge::take_stale(&mut conn, settings.requeue_after.as_secs_f64(), BATCH).await?;
-        let runs = store::reconcile::take_stale(&mut conn, settings.requeue_after.as_secs_f64(), BATCH).await?;
+        let after = settings.requeue_after.as_secs_f64();
+        let stale = store::knowledge::take_unawakened(&mut conn, after, queued, BATCH).await?;
+        let runs = store::reconcile::take_stale(&mut conn, after, BATCH).await?;
         let jobs: Vec<Job> = stale
             .into_iter()
             .map(|revision| Job::ProcessRevision { revision })

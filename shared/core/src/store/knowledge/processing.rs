@@ -9,6 +9,7 @@ use crate::store::types::{StoredLanguage, StoredRevisionState};
 /// A revision as a worker finds it, locked.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Job {
+    pub workspace: WorkspaceId,
     pub state: StoredRevisionState,
     pub attempts: i32,
     /// An attempt holds a lease that has not run out: another process's, or
@@ -46,7 +47,7 @@ pub async fn lock_job(conn: &mut PgConnection, revision: RevisionId, deadline_se
     sqlx::query_as!(
         Job,
         r#"
-        SELECT state AS "state: StoredRevisionState", attempts,
+        SELECT workspace_id AS "workspace: WorkspaceId", state AS "state: StoredRevisionState", attempts,
                coalesce(lease_until > now(), false) AS "leased!",
                imported_at < now() - make_interval(secs => $2) AS "overdue!"
         FROM knowledge_revisions WHERE id = $1
@@ -256,45 +257,29 @@ pub async fn overdue(conn: &mut PgConnection, deadline_secs: f64, limit: i64) ->
     .await
 }
 
-/// Unfinished revisions nobody is working on whose last job was sent longer
-/// ago than `after_secs`, marked as sent again now.
-#[tracing::instrument(level = "debug", skip(conn))]
-pub async fn take_stale(conn: &mut PgConnection, after_secs: f64, limit: i64) -> sqlx::Result<Vec<RevisionId>> {
-    sqlx::query_scalar!(
-        r#"
-        UPDATE knowledge_revisions SET enqueued_at = now()
-        WHERE id IN (
-            SELECT id FROM knowledge_revisions
-            WHERE state IN ('pending', 'processing')
-              AND enqueued_at < now() - make_interval(secs => $1)
-              AND (lease_until IS NULL OR lease_until < now())
-            ORDER BY enqueued_at
-            LIMIT $2
-            FOR UPDATE SKIP LOCKED
-        )
-        RETURNING id AS "id: RevisionId"
-        "#,
-        after_secs,
-        limit,
-    )
-    .fetch_all(conn)
-    .await
+/// Work still to be processed, as `/metrics` and `retryAfterMs` show it.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct PendingWork {
+    /// Revisions pending or processing.
+    pub revisions: i64,
+    /// Workspaces with any of them.
+    pub workspaces: i64,
+    /// How long the oldest has waited, in seconds (0 when none).
+    pub oldest_secs: f64,
 }
 
-/// Revisions still to be processed, and how long the oldest has waited (in
-/// seconds, 0 when none).
 #[tracing::instrument(level = "debug", skip(conn))]
-pub async fn backlog(conn: &mut PgConnection) -> sqlx::Result<(i64, f64)> {
-    let row = sqlx::query!(
+pub async fn backlog(conn: &mut PgConnection) -> sqlx::Result<PendingWork> {
+    sqlx::query_as!(
+        PendingWork,
         r#"
-        SELECT count(*) AS "count!",
-               coalesce(extract(epoch FROM now() - min(imported_at))::float8, 0) AS "oldest!"
+        SELECT count(*) AS "revisions!", count(DISTINCT workspace_id) AS "workspaces!",
+               coalesce(extract(epoch FROM now() - min(imported_at))::float8, 0) AS "oldest_secs!"
         FROM knowledge_revisions WHERE state IN ('pending', 'processing')
         "#
     )
     .fetch_one(conn)
-    .await?;
-    Ok((row.count, row.oldest))
+    .await
 }
 
 /// The Workspace of a revision.

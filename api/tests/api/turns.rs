@@ -1,0 +1,149 @@
+//! Whose turn it is: a worker's job takes the revision next in turn across
+//! Workspaces (`knowledge::process_next`), and the sweeper sends only the
+//! wake-ups the queue lacks. Driven here by calling those steps directly; the
+//! real worker is tested end to end in `tests/`.
+
+use serde_json::Value;
+use sqlx::PgPool;
+use svc_core::knowledge::{Outcome, process_next};
+
+use crate::helpers::{Tenant, TestUser, assert_ok};
+use crate::knowledge::{add_input, processing};
+
+/// A second Workspace ("bob"'s) beside the Tenant's.
+struct Other {
+    user: TestUser,
+    ws: String,
+    agent: String,
+}
+
+async fn other(s: &Tenant) -> Other {
+    let (user, ws) = s.app.owner("bob").await;
+    let agent = s.app.agent(&user, &ws, "Bob's").await;
+    Other { user, ws, agent }
+}
+
+async fn add(s: &Tenant, token: &str, ws: &str, agent: &str, key: &str) -> Value {
+    let response =
+        s.app.op("knowledge-sources/add", token, Some(ws), add_input(agent, key, &format!("About {key}."))).await;
+    assert_ok("knowledge-sources/add", &response)["knowledgeSource"].clone()
+}
+
+/// The keys of active sources, in the order they became active, as one job
+/// after another is run.
+async fn run_jobs(pool: &PgPool, jobs: usize) -> Vec<String> {
+    let active = || async {
+        sqlx::query_scalar::<_, String>("SELECT key FROM knowledge_sources WHERE active_revision_id IS NOT NULL")
+            .fetch_all(pool)
+            .await
+            .unwrap()
+    };
+    let mut seen = active().await;
+    let mut order = Vec::new();
+    for _ in 0..jobs {
+        assert_eq!(process_next(pool, &processing("turns")).await.unwrap(), Outcome::Promoted);
+        let new: Vec<String> = active().await.into_iter().filter(|key| !seen.contains(key)).collect();
+        assert_eq!(new.len(), 1, "one source per job: {new:?}");
+        seen.extend(new.clone());
+        order.extend(new);
+    }
+    order
+}
+
+#[sqlx::test(migrations = "../migrations")]
+async fn a_small_workspace_is_served_between_anothers_backlog(pool: PgPool) {
+    let s = Tenant::new(pool).await;
+    let bob = other(&s).await;
+    for i in 0..4 {
+        add(&s, &s.owner.token, &s.ws, &s.agent, &format!("a{i}")).await;
+    }
+    add(&s, &bob.user.token, &bob.ws, &bob.agent, "b0").await;
+    add(&s, &bob.user.token, &bob.ws, &bob.agent, "b1").await;
+    // Oldest work first; then whoever was served longest ago (bob never).
+    assert_eq!(run_jobs(&s.app.pool, 6).await, ["a0", "b0", "a1", "b1", "a2", "a3"]);
+    // Nothing is left: a further job finds nothing to do.
+    assert_eq!(process_next(&s.app.pool, &processing("turns")).await.unwrap(), Outcome::Skipped);
+}
+
+#[sqlx::test(migrations = "../migrations")]
+async fn the_workspace_with_fewer_attempts_running_goes_first(pool: PgPool) {
+    let s = Tenant::new(pool).await;
+    let bob = other(&s).await;
+    add(&s, &s.owner.token, &s.ws, &s.agent, "a0").await;
+    add(&s, &s.owner.token, &s.ws, &s.agent, "a1").await;
+    add(&s, &bob.user.token, &bob.ws, &bob.agent, "b0").await;
+    // Alice was served an hour ago, bob just now: alice's turn, unless she
+    // already has an attempt running (a0's, leased to a live worker).
+    sqlx::raw_sql(
+        "INSERT INTO workspace_turns (workspace_id, served_at)
+         SELECT DISTINCT r.workspace_id, CASE WHEN k.key = 'b0' THEN now() ELSE now() - interval '1 hour' END
+         FROM knowledge_revisions r JOIN knowledge_sources k ON k.id = r.source_id WHERE k.key IN ('a0', 'b0');
+         UPDATE knowledge_revisions SET state = 'processing', attempts = 1, lease_owner = 'elsewhere',
+                lease_until = now() + interval '1 hour'
+         WHERE source_id = (SELECT id FROM knowledge_sources WHERE key = 'a0');
+         UPDATE knowledge_sources SET candidate_state = 'processing' WHERE key = 'a0'",
+    )
+    .execute(&s.app.pool)
+    .await
+    .unwrap();
+    assert_eq!(run_jobs(&s.app.pool, 1).await, ["b0"], "bob has none running");
+    // With a0's attempt gone (its lease run out), alice's oldest is next again.
+    sqlx::raw_sql(
+        "UPDATE knowledge_revisions SET lease_until = now() - interval '1 second' WHERE lease_owner = 'elsewhere'",
+    )
+    .execute(&s.app.pool)
+    .await
+    .unwrap();
+    assert_eq!(run_jobs(&s.app.pool, 2).await, ["a0", "a1"]);
+}
+
+/// Wake-ups: the sweeper sends only what the queue lacks, for revisions nobody
+/// holds whose last job is old, and marks them sent.
+#[sqlx::test(migrations = "../migrations")]
+async fn the_sweeper_sends_only_the_missing_wake_ups(pool: PgPool) {
+    let s = Tenant::new(pool).await;
+    for i in 0..5 {
+        add(&s, &s.owner.token, &s.ws, &s.agent, &format!("a{i}")).await;
+    }
+    let take = |queued: i64| {
+        let pool = s.app.pool.clone();
+        async move {
+            let mut conn = pool.acquire().await.unwrap();
+            svc_core::store::knowledge::take_unawakened(&mut conn, 60.0, queued, 500).await.unwrap().len()
+        }
+    };
+    assert_eq!(take(0).await, 0, "jobs sent a moment ago may still be on their way");
+    sqlx::raw_sql("UPDATE knowledge_revisions SET enqueued_at = now() - interval '1 hour'")
+        .execute(&s.app.pool)
+        .await
+        .unwrap();
+    assert_eq!(take(5).await, 0, "one job waits for each");
+    assert_eq!(take(3).await, 2, "two are missing");
+    assert_eq!(take(0).await, 3, "those two were just sent: the other three");
+    assert_eq!(take(0).await, 0);
+    // A revision a live attempt holds needs no wake-up.
+    sqlx::raw_sql(
+        "UPDATE knowledge_revisions SET enqueued_at = now() - interval '1 hour';
+         UPDATE knowledge_revisions SET state = 'processing', attempts = 1, lease_owner = 'w',
+                lease_until = now() + interval '1 hour'
+         WHERE id = (SELECT min(id::text)::uuid FROM knowledge_revisions)",
+    )
+    .execute(&s.app.pool)
+    .await
+    .unwrap();
+    assert_eq!(take(0).await, 4);
+}
+
+/// The metric of Workspaces with work counts each once.
+#[sqlx::test(migrations = "../migrations")]
+async fn metrics_count_the_workspaces_with_work(pool: PgPool) {
+    let s = Tenant::new(pool).await;
+    let bob = other(&s).await;
+    add(&s, &s.owner.token, &s.ws, &s.agent, "a0").await;
+    add(&s, &s.owner.token, &s.ws, &s.agent, "a1").await;
+    add(&s, &bob.user.token, &bob.ws, &bob.agent, "b0").await;
+    assert_eq!(s.app.metric("svc_knowledge_pending_workspaces").await, 2.0);
+    assert_eq!(s.app.metric("svc_knowledge_backlog").await, 3.0);
+    run_jobs(&s.app.pool, 3).await;
+    assert_eq!(s.app.metric("svc_knowledge_pending_workspaces").await, 0.0);
+}

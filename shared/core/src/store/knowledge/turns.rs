@@ -1,0 +1,112 @@
+//! Whose turn it is: the fair order in which workers take revisions across
+//! Workspaces (see `knowledge::process_next`), and how many wake-ups the
+//! queue lacks.
+
+use sqlx::PgConnection;
+
+use crate::ids::{RevisionId, WorkspaceId};
+
+/// The next revisions to try, one per Workspace with work nobody holds, in
+/// turn: the Workspace with the fewest attempts running first, then the one
+/// whose last attempt started longest ago (never first), then the one whose
+/// next revision is oldest. Each Workspace offers its oldest unfinished
+/// revision without a live lease, so its sources start in the order they were
+/// added.
+///
+/// The Workspaces with work are found by skipping along the queue index (one
+/// probe each), so the cost follows the number of Workspaces waiting, not the
+/// revisions they have queued; the plan needs no statistics.
+#[tracing::instrument(level = "debug", skip(conn))]
+pub async fn next_in_turn(conn: &mut PgConnection, limit: i64) -> sqlx::Result<Vec<RevisionId>> {
+    sqlx::query_scalar!(
+        r#"
+        WITH RECURSIVE waiting (workspace_id) AS (
+            (SELECT workspace_id FROM knowledge_revisions
+             WHERE state IN ('pending', 'processing')
+             ORDER BY workspace_id LIMIT 1)
+            UNION ALL
+            SELECT (SELECT r.workspace_id FROM knowledge_revisions r
+                    WHERE r.state IN ('pending', 'processing') AND r.workspace_id > w.workspace_id
+                    ORDER BY r.workspace_id LIMIT 1)
+            FROM waiting w WHERE w.workspace_id IS NOT NULL
+        )
+        SELECT head.id AS "id!: RevisionId"
+        FROM waiting w
+        CROSS JOIN LATERAL (
+            SELECT r.id, r.imported_at FROM knowledge_revisions r
+            WHERE r.workspace_id = w.workspace_id AND r.state IN ('pending', 'processing')
+              AND (r.lease_until IS NULL OR r.lease_until <= now())
+            ORDER BY r.imported_at, r.id
+            LIMIT 1
+        ) head
+        CROSS JOIN LATERAL (
+            SELECT count(*) AS attempts FROM knowledge_revisions r
+            WHERE r.workspace_id = w.workspace_id AND r.state = 'processing' AND r.lease_until > now()
+        ) running
+        LEFT JOIN workspace_turns t ON t.workspace_id = w.workspace_id
+        WHERE w.workspace_id IS NOT NULL
+        ORDER BY running.attempts, t.served_at NULLS FIRST, head.imported_at, head.id
+        LIMIT $1
+        "#,
+        limit,
+    )
+    .fetch_all(conn)
+    .await
+}
+
+/// Notes that an attempt on `workspace`'s work starts now (in the attempt's
+/// transaction): the Workspace goes to the back of the turn.
+#[tracing::instrument(level = "debug", skip(conn))]
+pub async fn served(conn: &mut PgConnection, workspace: WorkspaceId) -> sqlx::Result<()> {
+    sqlx::query!(
+        r#"
+        INSERT INTO workspace_turns (workspace_id, served_at) VALUES ($1, clock_timestamp())
+        ON CONFLICT (workspace_id) DO UPDATE SET served_at = excluded.served_at
+        "#,
+        workspace as WorkspaceId,
+    )
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// Wakes work that lost its wake-up. A job only wakes a worker, and any job
+/// serves whichever revision is next in turn, so what must hold is that the
+/// queue has at least one job per revision nobody holds: with `queued` jobs
+/// waiting, this marks as sent again (and returns) up to `limit` of the
+/// shortfall, taken from the revisions whose last job is older than
+/// `after_secs` (a job may be on its way for a newer one). A long backlog
+/// whose jobs are all waiting gets none: before, every revision waiting
+/// longer than `after_secs` was sent again, flooding the queue.
+#[tracing::instrument(level = "debug", skip(conn))]
+pub async fn take_unawakened(
+    conn: &mut PgConnection,
+    after_secs: f64,
+    queued: i64,
+    limit: i64,
+) -> sqlx::Result<Vec<RevisionId>> {
+    sqlx::query_scalar!(
+        r#"
+        WITH free AS (
+            SELECT count(*) AS revisions FROM knowledge_revisions
+            WHERE state IN ('pending', 'processing') AND (lease_until IS NULL OR lease_until < now())
+        )
+        UPDATE knowledge_revisions SET enqueued_at = now()
+        WHERE id IN (
+            SELECT id FROM knowledge_revisions
+            WHERE state IN ('pending', 'processing')
+              AND enqueued_at < now() - make_interval(secs => $1)
+              AND (lease_until IS NULL OR lease_until < now())
+            ORDER BY enqueued_at
+            LIMIT least($3, greatest(0, (SELECT revisions FROM free) - $2))
+            FOR UPDATE SKIP LOCKED
+        )
+        RETURNING id AS "id: RevisionId"
+        "#,
+        after_secs,
+        queued,
+        limit,
+    )
+    .fetch_all(conn)
+    .await
+}
