@@ -103,6 +103,13 @@ pub struct Stack {
 
 impl Stack {
     pub async fn start(purpose: &str, workers: usize) -> anyhow::Result<Self> {
+        let binary = std::env::current_exe()?.with_file_name("svc-worker");
+        Self::start_with(purpose, workers, &binary).await
+    }
+
+    /// [`Stack::start`] with the `svc-worker` at `binary` (another build's, to
+    /// compare two in one run).
+    pub async fn start_with(purpose: &str, workers: usize, binary: &std::path::Path) -> anyhow::Result<Self> {
         let scratch = Scratch::create(purpose).await?;
         let pool = migrated(&scratch.url, 16).await?;
         let namespace = format!("svcbench_{purpose}_{}", std::process::id());
@@ -132,12 +139,11 @@ impl Stack {
             )
             .await;
         let agent = agent.json()["data"]["agent"]["id"].as_str().context("an Agent")?.to_owned();
-        let binary = std::env::current_exe()?.with_file_name("svc-worker");
         anyhow::ensure!(binary.exists(), "build the release binaries first: cargo build --release --workspace --bins");
         let mut spawned = Vec::new();
         for _ in 0..workers {
             let mut process = svc_tests::process::Spawned::start_at(
-                &binary,
+                binary,
                 &[],
                 &[
                     ("DATABASE_URL", scratch.url.as_str()),

@@ -8,7 +8,7 @@
 //!
 //! `cargo build --release --workspace --bins &&
 //!  target/release/svc-bench fairness [--sources 60] [--bytes 750000] [--workers 1,2]
-//!  [--senders 8] [--workspaces 1000] [--pending 10000] [--corpus PATH]`
+//!  [--senders 8] [--workspaces 1000] [--pending 10000] [--corpus PATH] [--compare WORKER,...]`
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -28,6 +28,9 @@ struct Options {
     workspaces: i64,
     pending: i64,
     corpus: PathBuf,
+    /// Other builds' `svc-worker` to run the same scenario with (e.g. the
+    /// first-in, first-out worker of an earlier commit).
+    compare: Vec<PathBuf>,
 }
 
 fn options(args: Vec<String>) -> anyhow::Result<Options> {
@@ -39,6 +42,7 @@ fn options(args: Vec<String>) -> anyhow::Result<Options> {
         workspaces: 1_000,
         pending: 10_000,
         corpus: corpus::default_path(),
+        compare: Vec::new(),
     };
     let mut args = args.into_iter();
     while let Some(arg) = args.next() {
@@ -51,6 +55,7 @@ fn options(args: Vec<String>) -> anyhow::Result<Options> {
             "--workspaces" => options.workspaces = value.parse()?,
             "--pending" => options.pending = value.parse()?,
             "--corpus" => options.corpus = value.into(),
+            "--compare" => options.compare = value.split(',').map(PathBuf::from).collect(),
             other => anyhow::bail!("unknown option {other}"),
         }
     }
@@ -69,11 +74,15 @@ pub async fn run(args: Vec<String>) -> anyhow::Result<()> {
         small.content.len(),
         std::thread::available_parallelism().map_or(1, |n| n.get())
     );
-    println!("\n| workers | B: add to active | A: drain | ratio |");
-    println!("| ---: | ---: | ---: | ---: |");
+    let own = std::env::current_exe()?.with_file_name("svc-worker");
+    println!("\n| worker | workers | B: add to active | A: drain | ratio |");
+    println!("| --- | ---: | ---: | ---: | ---: |");
     for workers in &options.workers {
-        let (b, a) = scenario(&backlog, &small, *workers, options.senders).await?;
-        println!("| {workers} | {b:.2} s | {a:.1} s | {:.3} |", b / a);
+        for binary in std::iter::once(&own).chain(&options.compare) {
+            let (b, a) = scenario(&backlog, &small, *workers, options.senders, binary).await?;
+            let name = if binary == &own { "this build".to_owned() } else { binary.display().to_string() };
+            println!("| {name} | {workers} | {b:.2} s | {a:.1} s | {:.3} |", b / a);
+        }
     }
     claim_cost(options.workspaces, options.pending).await
 }
@@ -84,8 +93,9 @@ async fn scenario(
     small: &crate::ingest::Document,
     workers: usize,
     senders: usize,
+    binary: &std::path::Path,
 ) -> anyhow::Result<(f64, f64)> {
-    let stack = Stack::start(&format!("fairness{workers}"), workers).await?;
+    let stack = Stack::start_with(&format!("fairness{workers}"), workers, binary).await?;
     let (b_workspace, b_agent) = second_workspace(&stack).await?;
     let started = Instant::now();
     let sources = backlog.iter().map(|d| (d.key.clone(), d.title.clone(), d.content.clone())).collect();
