@@ -147,3 +147,30 @@ async fn metrics_count_the_workspaces_with_work(pool: PgPool) {
     run_jobs(&s.app.pool, 3).await;
     assert_eq!(s.app.metric("svc_knowledge_pending_workspaces").await, 0.0);
 }
+
+/// A Workspace whose revisions are all held has nothing to offer, whatever
+/// its turn: the next Workspace in turn is served.
+#[sqlx::test(migrations = "../migrations")]
+async fn a_workspace_with_everything_held_passes_its_turn(pool: PgPool) {
+    let s = Tenant::new(pool).await;
+    let bob = other(&s).await;
+    add(&s, &s.owner.token, &s.ws, &s.agent, "a0").await;
+    add(&s, &bob.user.token, &bob.ws, &bob.agent, "b0").await;
+    add(&s, &bob.user.token, &bob.ws, &bob.agent, "b1").await;
+    // One attempt running in each; alice's turn (served an hour ago), but her
+    // only revision is held.
+    sqlx::raw_sql(
+        "INSERT INTO workspace_turns (workspace_id, served_at)
+         SELECT DISTINCT r.workspace_id, CASE WHEN k.key = 'b0' THEN now() ELSE now() - interval '1 hour' END
+         FROM knowledge_revisions r JOIN knowledge_sources k ON k.id = r.source_id WHERE k.key IN ('a0', 'b0');
+         UPDATE knowledge_revisions SET state = 'processing', attempts = 1, lease_owner = 'elsewhere',
+                lease_until = now() + interval '1 hour'
+         WHERE source_id IN (SELECT id FROM knowledge_sources WHERE key IN ('a0', 'b0'));
+         UPDATE knowledge_sources SET candidate_state = 'processing' WHERE key IN ('a0', 'b0')",
+    )
+    .execute(&s.app.pool)
+    .await
+    .unwrap();
+    assert_eq!(run_jobs(&s.app.pool, 1).await, ["b1"]);
+    assert_eq!(process_next(&s.app.pool, &processing("turns")).await.unwrap(), Outcome::Skipped, "all held");
+}

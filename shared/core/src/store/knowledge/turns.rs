@@ -15,37 +15,47 @@ use crate::ids::{RevisionId, WorkspaceId};
 ///
 /// The Workspaces with work are found by skipping along the queue index (one
 /// probe each), so the cost follows the number of Workspaces waiting, not the
-/// revisions they have queued; the plan needs no statistics.
+/// revisions they have queued; the running attempts are counted in one pass
+/// over the few rows being processed; each Workspace's next revision is read
+/// only for the Workspaces taken, in turn (a Workspace whose revisions are all
+/// held offers none, and the next in turn is read instead). The plan needs no
+/// statistics.
 #[tracing::instrument(level = "debug", skip(conn))]
 pub async fn next_in_turn(conn: &mut PgConnection, limit: i64) -> sqlx::Result<Vec<RevisionId>> {
     sqlx::query_scalar!(
         r#"
-        WITH RECURSIVE waiting (workspace_id) AS (
-            (SELECT workspace_id FROM knowledge_revisions
+        WITH RECURSIVE waiting (workspace_id, oldest) AS (
+            (SELECT workspace_id, imported_at FROM knowledge_revisions
              WHERE state IN ('pending', 'processing')
-             ORDER BY workspace_id LIMIT 1)
+             ORDER BY workspace_id, imported_at, id LIMIT 1)
             UNION ALL
-            SELECT (SELECT r.workspace_id FROM knowledge_revisions r
-                    WHERE r.state IN ('pending', 'processing') AND r.workspace_id > w.workspace_id
-                    ORDER BY r.workspace_id LIMIT 1)
-            FROM waiting w WHERE w.workspace_id IS NOT NULL
+            SELECT next.workspace_id, next.imported_at
+            FROM waiting w
+            CROSS JOIN LATERAL (
+                SELECT r.workspace_id, r.imported_at FROM knowledge_revisions r
+                WHERE r.state IN ('pending', 'processing') AND r.workspace_id > w.workspace_id
+                ORDER BY r.workspace_id, r.imported_at, r.id LIMIT 1
+            ) next
+        ), running AS (
+            SELECT workspace_id, count(*) AS attempts FROM knowledge_revisions
+            WHERE state = 'processing' AND lease_until > now()
+            GROUP BY workspace_id
+        ), turn AS (
+            SELECT w.workspace_id, w.oldest, coalesce(running.attempts, 0) AS attempts, t.served_at
+            FROM waiting w
+            LEFT JOIN running ON running.workspace_id = w.workspace_id
+            LEFT JOIN workspace_turns t ON t.workspace_id = w.workspace_id
         )
         SELECT head.id AS "id!: RevisionId"
-        FROM waiting w
+        FROM (SELECT * FROM turn ORDER BY attempts, served_at NULLS FIRST, oldest, workspace_id OFFSET 0) turn
         CROSS JOIN LATERAL (
-            SELECT r.id, r.imported_at FROM knowledge_revisions r
-            WHERE r.workspace_id = w.workspace_id AND r.state IN ('pending', 'processing')
+            SELECT r.id FROM knowledge_revisions r
+            WHERE r.workspace_id = turn.workspace_id AND r.state IN ('pending', 'processing')
               AND (r.lease_until IS NULL OR r.lease_until <= now())
             ORDER BY r.imported_at, r.id
             LIMIT 1
         ) head
-        CROSS JOIN LATERAL (
-            SELECT count(*) AS attempts FROM knowledge_revisions r
-            WHERE r.workspace_id = w.workspace_id AND r.state = 'processing' AND r.lease_until > now()
-        ) running
-        LEFT JOIN workspace_turns t ON t.workspace_id = w.workspace_id
-        WHERE w.workspace_id IS NOT NULL
-        ORDER BY running.attempts, t.served_at NULLS FIRST, head.imported_at, head.id
+        ORDER BY turn.attempts, turn.served_at NULLS FIRST, turn.oldest, turn.workspace_id
         LIMIT $1
         "#,
         limit,
