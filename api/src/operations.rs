@@ -155,10 +155,12 @@ fn with_idempotency_header(op: &Operation, headers: &HeaderMap, mut input: Value
 }
 
 /// Reads the body within `limit` bytes and its deadline and parses it; an empty
-/// body is `{}`.
+/// body (or one of JSON's whitespace only: space, tab, line feed, carriage
+/// return) is `{}`. A form feed is not JSON whitespace, though
+/// `u8::is_ascii_whitespace` says it is.
 async fn read_input(bodies: &BodyPolicy, body: Body, limit: usize, declared: Option<u64>) -> Result<Value, Problem> {
     let bytes = bodies.read(body, limit, declared).await?;
-    if bytes.iter().all(u8::is_ascii_whitespace) {
+    if bytes.iter().all(|b| matches!(b, b' ' | b'\t' | b'\n' | b'\r')) {
         return Ok(Value::Object(Default::default()));
     }
     serde_json::from_slice(&bytes).map_err(|error| {

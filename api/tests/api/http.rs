@@ -57,6 +57,23 @@ async fn an_empty_body_is_an_empty_object(pool: PgPool) {
     let auth = format!("Bearer {}", user.token);
     let response = app.post_raw("identity/status", &[("authorization", auth.as_str())], "").await;
     assert_ok("identity/status", &response);
+    // JSON's whitespace around nothing is nothing too.
+    let response = app.post_raw("identity/status", &[("authorization", auth.as_str())], " \t\r\n").await;
+    assert_ok("identity/status", &response);
+}
+
+/// Found by scripts/check-api-schema: a body of a form feed (or any byte Rust
+/// calls ASCII whitespace but JSON does not) was read as empty, so `{}`.
+#[sqlx::test(migrations = "../migrations")]
+async fn a_body_of_whitespace_json_does_not_allow_is_malformed(pool: PgPool) {
+    let app = TestApp::new(pool).await;
+    let user = app.user("alice").await;
+    let auth = format!("Bearer {}", user.token);
+    for body in ["\x0c", " \x0c\n", "\x0b"] {
+        let response = app.post_raw("identity/status", &[("authorization", auth.as_str())], body).await;
+        let problem = assert_problem(&response, 400, "invalid_request");
+        assert_eq!(problem["error"]["details"]["reason"], "malformed_json", "{body:?}");
+    }
 }
 
 #[sqlx::test(migrations = "../migrations")]

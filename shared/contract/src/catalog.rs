@@ -184,7 +184,12 @@ impl Operation {
                 );
             }
         }
-        with_dialect(schema)
+        let mut schema = Value::Object(schema);
+        crate::schema::forbid_nul(&mut schema);
+        match schema {
+            Value::Object(schema) => with_dialect(schema),
+            _ => unreachable!("an input schema is an object"),
+        }
     }
 
     fn build_output_schema(&self) -> Map<String, Value> {

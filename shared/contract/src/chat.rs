@@ -12,6 +12,95 @@ pub const MAX_ALLOWED_ORIGINS: usize = 50;
 /// Pattern of a brand colour.
 pub const BRAND_COLOR_PATTERN: &str = "^#[0-9a-fA-F]{6}$";
 
+/// A port of 1 to 65535, in at most 5 digits (leading zeros allowed).
+macro_rules! port_1_to_65535 {
+    () => {
+        "(?:0{0,4}[1-9]|0{0,3}[1-9][0-9]|0{0,2}[1-9][0-9]{2}|0?[1-9][0-9]{3}|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5])"
+    };
+}
+
+/// Characters of a URI's path, query or fragment (RFC 3986), or a
+/// percent-encoded octet.
+macro_rules! uri_characters {
+    () => {
+        r"(?:[A-Za-z0-9._~!$&'()*+,;=:@/?-]|%[0-9A-Fa-f]{2})*"
+    };
+}
+
+/// Pattern of a web address a tenant gives (`website`, `logoUrl`; contract
+/// §12), declared with `format: uri`: `http://` or `https://` (any case), a
+/// host of letters, digits, `.`, `_`, `~` and `-` (an international domain in
+/// its `xn--` form) or a bracketed IPv6 address, a port of 1 to 65535, then
+/// URI characters only: no user name or password, no whitespace, nothing a
+/// URI must percent-encode. The server also parses the host as the URL
+/// standard does, which no pattern states (e.g. `1.2.3.4.5`).
+pub const URL_PATTERN: &str = concat!(
+    r"^[Hh][Tt][Tt][Pp][Ss]?://(?:[A-Za-z0-9._~-]+|\[[0-9A-Fa-f:.]+\])(?::",
+    port_1_to_65535!(),
+    // `(?:/|\?)` rather than `[/?]`: the API reference's link check reads
+    // `](` as a Markdown link.
+    r")?(?:(?:/|\?)",
+    uri_characters!(),
+    r")?(?:#",
+    uri_characters!(),
+    r")?$"
+);
+
+/// Characters of a host name beyond ASCII (an international name as written):
+/// anything but controls and whitespace.
+macro_rules! non_ascii {
+    () => {
+        r"[^\x00-\xA0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000]"
+    };
+}
+
+/// A host name: non-empty labels of letters, digits, `_` and `-`, the last
+/// one not all digits. (Where a `-` may stand depends on IDNA: `épa-` is a
+/// good label, `pa-` is not; the server checks that.)
+macro_rules! host_name {
+    () => {
+        concat!(
+            r"(?:(?:[A-Za-z0-9_-]|",
+            non_ascii!(),
+            r")+\.)*",
+            r"(?:[A-Za-z0-9_-]|",
+            non_ascii!(),
+            r")*",
+            r"(?:[A-Za-z_-]|",
+            non_ascii!(),
+            r")",
+            r"(?:[A-Za-z0-9_-]|",
+            non_ascii!(),
+            r")*"
+        )
+    };
+}
+
+/// A dotted-decimal IPv4 address.
+macro_rules! ipv4 {
+    () => {
+        r"(?:(?:25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])\.){3}(?:25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])"
+    };
+}
+
+/// Pattern of a Widget origin (contract §12): `https://host[:port]`, or
+/// `http://` for `localhost` and `127.0.0.1`; no path, not even `/`. A host is
+/// a name (labels of letters, digits, `_` and `-`, the last not all digits;
+/// an international one as written or in its `xn--` form), a dotted-decimal
+/// IPv4 address or a bracketed IPv6 address. The server also checks what no
+/// pattern states: IDNA (and with it where a `-` may stand), the lengths of
+/// labels and names, the groups of an IPv6 address.
+pub const ORIGIN_PATTERN: &str = concat!(
+    r"^(?:[Hh][Tt][Tt][Pp][Ss]://(?:",
+    host_name!(),
+    "|",
+    ipv4!(),
+    r"|\[[0-9A-Fa-f:.]+\])",
+    r"|[Hh][Tt][Tt][Pp]://(?:[Ll][Oo][Cc][Aa][Ll][Hh][Oo][Ss][Tt]|127\.0\.0\.1))(?::",
+    port_1_to_65535!(),
+    r")?$"
+);
+
 #[derive(Clone, Debug, PartialEq, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct PublicChat {
@@ -142,11 +231,11 @@ pub struct PredefinedQuestion {
 pub struct WidgetConfigurationPatch {
     /// The complete new list of allowed origins.
     #[serde(default)]
-    #[schemars(transform = not_null, length(max = 50))]
+    #[schemars(transform = not_null, length(max = 50), inner(regex(pattern = ORIGIN_PATTERN)))]
     pub allowed_origins: Option<Vec<String>>,
     /// Origins whose removal by this call the caller confirms.
     #[serde(default)]
-    #[schemars(transform = not_null, inner(length(min = 1)))]
+    #[schemars(transform = not_null, inner(length(min = 1), regex(pattern = ORIGIN_PATTERN)))]
     pub confirm_removed_origins: Option<Vec<String>>,
     #[serde(default)]
     #[schemars(transform = not_null)]
@@ -156,7 +245,7 @@ pub struct WidgetConfigurationPatch {
     pub default_language: Option<Language>,
     /// An absolute `http`/`https` URL, or `null` to clear it.
     #[serde(default)]
-    #[schemars(length(max = 2000))]
+    #[schemars(length(min = 1, max = 2000), url, regex(pattern = URL_PATTERN))]
     pub website: crate::patch::Patch<String>,
     #[serde(default)]
     #[schemars(transform = not_null)]
@@ -187,8 +276,9 @@ pub struct AppearancePatch {
     #[serde(default)]
     #[schemars(transform = not_null)]
     pub orientation: Option<Orientation>,
+    /// An absolute `http`/`https` URL, or empty for no logo.
     #[serde(default)]
-    #[schemars(transform = not_null)]
+    #[schemars(transform = not_null, length(max = 2000), extend("anyOf" = [{ "const": "" }, { "format": "uri", "pattern": URL_PATTERN }]))]
     pub logo_url: Option<String>,
     #[serde(default)]
     #[schemars(transform = not_null)]

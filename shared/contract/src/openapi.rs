@@ -141,7 +141,7 @@ pub fn document() -> Value {
                     "in": "header",
                     "required": false,
                     "description": "Workspace id or slug. An API key always acts on its own Workspace.",
-                    "schema": { "type": "string", "minLength": 1 }
+                    "schema": { "type": "string", "minLength": 1, "pattern": crate::schema::NO_NUL_PATTERN }
                 }
             },
             "headers": {

@@ -48,6 +48,41 @@ fn root(schema: Schema) -> Map<String, Value> {
     map
 }
 
+/// Pattern declared on every input string that has no stricter rule of its own:
+/// no text may hold U+0000 (PostgreSQL cannot store it, and no name, instruction
+/// or document needs it). The server refuses it wherever it is, keys included.
+pub const NO_NUL_PATTERN: &str = r"^[^\u0000]*$";
+
+/// Declares [`NO_NUL_PATTERN`] on every string of an input schema without a
+/// `pattern`, `enum` or `const` of its own (those already exclude U+0000), and
+/// on the names of any object that admits properties it does not list.
+pub fn forbid_nul(schema: &mut Value) {
+    match schema {
+        Value::Object(map) => {
+            let is_string = match map.get("type") {
+                Some(Value::String(t)) => t == "string",
+                Some(Value::Array(types)) => types.iter().any(|t| t == "string"),
+                _ => false,
+            };
+            if is_string && !["pattern", "enum", "const"].iter().any(|k| map.contains_key(*k)) {
+                map.insert("pattern".into(), NO_NUL_PATTERN.into());
+            }
+            let open_object = map.get("type").is_some_and(|t| t == "object")
+                && map.get("additionalProperties").is_none_or(|extra| extra != false);
+            if open_object && !map.contains_key("propertyNames") {
+                map.insert("propertyNames".into(), json!({ "pattern": NO_NUL_PATTERN }));
+            }
+            for (key, value) in map.iter_mut() {
+                if !matches!(key.as_str(), "enum" | "const" | "default" | "examples") {
+                    forbid_nul(value);
+                }
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(forbid_nul),
+        _ => {}
+    }
+}
+
 /// `format`s schemars adds to numbers (`int64`, `double`, ...) are not JSON Schema
 /// vocabulary; the bounds that matter are stated with `minimum`/`maximum`.
 fn drop_numeric_format(schema: &mut Schema) {

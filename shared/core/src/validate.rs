@@ -8,7 +8,10 @@ use jsonschema::error::ValidationErrorKind;
 use jsonschema::{ValidationError, Validator};
 use serde_json::Value;
 use svc_contract::knowledge::MAX_CONTENT_BYTES;
+use svc_contract::schema::NO_NUL_PATTERN;
 use svc_contract::{CATALOG, Issue, Operation, OperationId, Problem};
+
+const NUL_MESSAGE: &str = "must not contain the NUL character";
 
 /// The compiled input schema of every operation, built once at start-up.
 pub struct Validators {
@@ -20,7 +23,8 @@ impl Validators {
         let by_operation = CATALOG
             .iter()
             .map(|op| {
-                let schema = Value::Object(op.input_schema().clone());
+                let mut schema = Value::Object(op.input_schema().clone());
+                leave_to_own_checks(&mut schema);
                 let validator = jsonschema::options()
                     .should_validate_formats(true)
                     .build(&schema)
@@ -56,6 +60,28 @@ impl Validators {
     }
 }
 
+/// Web addresses and origins are declared with a `pattern` (and `format:
+/// uri`) so that clients can check them, but the server checks them itself
+/// ([`crate::chat::check_url`], [`crate::chat::Origin::parse`]) to answer with
+/// the rule broken (`invalid_url`, `invalid_origin` and `details.rule`) rather
+/// than a bare pattern mismatch. Either way the request is refused.
+fn leave_to_own_checks(schema: &mut Value) {
+    match schema {
+        Value::Object(map) => {
+            let own = map
+                .get("pattern")
+                .is_some_and(|p| p == svc_contract::chat::URL_PATTERN || p == svc_contract::chat::ORIGIN_PATTERN);
+            if own {
+                map.remove("pattern");
+                map.remove("format");
+            }
+            map.values_mut().for_each(leave_to_own_checks);
+        }
+        Value::Array(items) => items.iter_mut().for_each(leave_to_own_checks),
+        _ => {}
+    }
+}
+
 fn issue(path: String, message: impl Into<String>) -> Issue {
     Issue { path, message: message.into() }
 }
@@ -80,6 +106,7 @@ fn issues_of(schema: &Value, error: &ValidationError<'_>) -> Vec<Issue> {
             closest_branch(schema, context).unwrap_or_else(|| vec![issue(at, masked(error))])
         }
         ValidationErrorKind::Enum { options } => vec![issue(at, one_of(options))],
+        ValidationErrorKind::Pattern { pattern } if pattern == NO_NUL_PATTERN => vec![issue(at, NUL_MESSAGE)],
         _ => vec![issue(at, masked(error))],
     }
 }
@@ -128,9 +155,7 @@ fn escape(token: &str) -> String {
 /// instruction or document needs it.
 fn nul_issues(value: &Value, path: &mut String, issues: &mut Vec<Issue>) {
     match value {
-        Value::String(text) if text.contains('\0') => {
-            issues.push(issue(path.clone(), "must not contain the NUL character"))
-        }
+        Value::String(text) if text.contains('\0') => issues.push(issue(path.clone(), NUL_MESSAGE)),
         Value::Array(items) => {
             for (i, item) in items.iter().enumerate() {
                 let len = path.len();
@@ -145,7 +170,7 @@ fn nul_issues(value: &Value, path: &mut String, issues: &mut Vec<Issue>) {
                 path.push('/');
                 path.push_str(&escape(key));
                 if key.contains('\0') {
-                    issues.push(issue(path.clone(), "must not contain the NUL character"));
+                    issues.push(issue(path.clone(), NUL_MESSAGE));
                 }
                 nul_issues(item, path, issues);
                 path.truncate(len);
@@ -307,6 +332,8 @@ mod tests {
     #[test]
     fn nul_characters_are_refused_wherever_they_are() {
         assert_eq!(paths("agent.create", json!({"name": "a\u{0}b"})), ["/name"]);
+        // The schema declares the rule as a pattern; the message still names it.
+        assert_eq!(issues("agent.create", json!({"name": "a\u{0}b"})), [("/name".to_owned(), NUL_MESSAGE.to_owned())]);
         assert_eq!(
             paths("api_key.create", json!({"name": "k", "scopes": ["agent:read"], "idempotencyKey": "key\u{0}12345"})),
             ["/idempotencyKey"]

@@ -3,7 +3,7 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::chat::PublicChat;
+use crate::chat::{PublicChat, URL_PATTERN};
 use crate::patch::Patch;
 use crate::schema::not_null;
 
@@ -28,7 +28,7 @@ pub struct EnableInput {
     pub agent_id: String,
     /// The tenant's website (absolute `http`/`https` URL), or `null` to clear it.
     #[serde(default)]
-    #[schemars(length(min = 1, max = 2000))]
+    #[schemars(length(min = 1, max = 2000), url, regex(pattern = URL_PATTERN))]
     pub website: Patch<String>,
 }
 

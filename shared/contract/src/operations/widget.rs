@@ -3,7 +3,7 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::chat::{WidgetConfiguration, WidgetConfigurationPatch};
+use crate::chat::{ORIGIN_PATTERN, WidgetConfiguration, WidgetConfigurationPatch};
 
 pub use super::public_chat::AgentInput;
 pub use crate::chat::WidgetManifest as ManifestOutput;
@@ -36,6 +36,7 @@ pub struct VerifyInput {
     #[schemars(length(min = 1))]
     pub agent_id: String,
     /// The origin the Widget will be embedded on.
+    #[schemars(regex(pattern = ORIGIN_PATTERN))]
     pub origin: String,
     #[serde(default = "default_question")]
     #[schemars(length(min = 1, max = 2000))]

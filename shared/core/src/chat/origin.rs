@@ -500,4 +500,86 @@ mod tests {
             }
         }
     }
+
+    /// Whether `text` satisfies the origin rule the schema declares.
+    fn declared(text: &str) -> bool {
+        static DECLARED: std::sync::OnceLock<jsonschema::Validator> = std::sync::OnceLock::new();
+        let validator = DECLARED.get_or_init(|| {
+            let schema = serde_json::json!({ "type": "string", "pattern": svc_contract::chat::ORIGIN_PATTERN });
+            jsonschema::validator_for(&schema).unwrap()
+        });
+        validator.is_valid(&serde_json::Value::from(text))
+    }
+
+    /// The schema's `ORIGIN_PATTERN` states this parser's rules: whatever the
+    /// parser accepts matches it (a client checking the schema never refuses a
+    /// good origin), and it refuses every refused example but those whose
+    /// only fault is a length, a misplaced `-` or IDNA (which no pattern
+    /// states).
+    #[test]
+    fn the_declared_pattern_states_the_rules() {
+        let mut g = Gen(0x0bad_cafe_1234_5678);
+        for _ in 0..5000 {
+            let (written, normalised) = valid(&mut g);
+            assert!(declared(&written), "{written}");
+            assert!(declared(&normalised), "{normalised}");
+        }
+        for text in [
+            "https://bücher.example",
+            "https://xn--bcher-kva.example",
+            "https://[2001:DB8:0:0:0:0:0:1]",
+            "https://my_host.example",
+            "http://LOCALHOST:80",
+            "https://example.com:08443",
+        ] {
+            assert!(Origin::parse(text).is_ok() && declared(text), "{text}");
+        }
+        let alphabet: Vec<char> = "hTtps:/.@*?#[]%-_09azAZ é\t".chars().collect();
+        for _ in 0..20000 {
+            let len = g.below(30);
+            let mut text: String = (0..len).map(|_| alphabet[g.below(alphabet.len())]).collect();
+            if g.flip() {
+                text.insert_str(0, "https://");
+            }
+            if Origin::parse(&text).is_ok() {
+                assert!(declared(&text), "{text}");
+            }
+        }
+        for text in [
+            "",
+            "example.com",
+            "ftp://example.com",
+            "http://example.com",
+            "http://[::1]",
+            "https://user@example.com",
+            "https://*.example.com",
+            "https://example.com/",
+            "https://example.com?x=1",
+            "https://example.com#top",
+            "https://",
+            "https://:443",
+            "https://example..com",
+            "https://example.com.",
+            "https://exa%41mple.com",
+            "https://ex!ample.com",
+            "https://1.2.3",
+            "https://1.2.3.256",
+            "https://01.2.3.4",
+            "https://0x7f.0.0.1",
+            "https://example.123",
+            "https://0",
+            "https://[::1",
+            "https://[zz::1]",
+            "https://[::1]x",
+            "https://example.com:",
+            "https://example.com:0",
+            "https://example.com:65536",
+            "https://example.com:123456",
+            "https://exa\u{0}mple.com",
+            "https://exa\u{a0}mple.com",
+        ] {
+            assert!(Origin::parse(text).is_err(), "{text}");
+            assert!(!declared(text), "{text}");
+        }
+    }
 }

@@ -4,6 +4,9 @@
 //! rewrites.
 
 use std::fmt;
+use std::sync::OnceLock;
+
+use svc_contract::chat::URL_PATTERN;
 
 /// Longest web address, in characters.
 pub const MAX_URL_CHARS: usize = 2000;
@@ -23,6 +26,10 @@ pub enum UrlError {
     /// A user name or password: it would be shown to anyone who reads the
     /// configuration or the integration manifest.
     Userinfo,
+    /// Not a URI as the published schema declares it (`format: uri` and
+    /// [`URL_PATTERN`]): a character a URI must percent-encode (an
+    /// international domain goes in its `xn--` form), or a port out of range.
+    NotUri,
 }
 
 impl UrlError {
@@ -34,6 +41,7 @@ impl UrlError {
             Self::NotHttp => "not_http",
             Self::Malformed => "malformed",
             Self::Userinfo => "userinfo",
+            Self::NotUri => "not_uri",
         }
     }
 
@@ -45,6 +53,9 @@ impl UrlError {
             Self::NotHttp => "is not an absolute `http://` or `https://` URL",
             Self::Malformed => "is not a valid URL with a host",
             Self::Userinfo => "contains a user name or password",
+            Self::NotUri => {
+                "is not a URI: percent-encode other characters, and write an international domain in its `xn--` form"
+            }
         }
     }
 }
@@ -82,7 +93,20 @@ pub fn check_url(text: &str) -> Result<(), UrlError> {
     if !url.username().is_empty() || url.password().is_some() {
         return Err(UrlError::Userinfo);
     }
+    // Last, the rule the schema declares, checked as a client would check it.
+    if !declared().is_valid(&serde_json::Value::from(text)) {
+        return Err(UrlError::NotUri);
+    }
     Ok(())
+}
+
+/// The declared form of a web address, compiled once.
+fn declared() -> &'static jsonschema::Validator {
+    static DECLARED: OnceLock<jsonschema::Validator> = OnceLock::new();
+    DECLARED.get_or_init(|| {
+        let schema = serde_json::json!({ "type": "string", "format": "uri", "pattern": URL_PATTERN });
+        jsonschema::options().should_validate_formats(true).build(&schema).expect("the URL schema compiles")
+    })
 }
 
 #[cfg(test)]
@@ -98,8 +122,9 @@ mod tests {
             "HTTPS://Example.com/Pricing?plan=pro#faq",
             "http://localhost:3000/docs",
             "http://shop.example.co.uk/a%20b",
-            "https://bücher.example/katalog",
+            "https://xn--bcher-kva.example/katalog",
             "https://[2001:db8::1]:8443/",
+            "http://a.example:1/~x_y-z.html?q=a+b&c=%2F;d=(e)*!$',@:/?#frag/?",
         ] {
             assert_eq!(check_url(url), Ok(()), "{url}");
         }
@@ -128,6 +153,14 @@ mod tests {
             ("https://example.com:99999", Malformed),
             ("https://user:secret@example.com", Userinfo),
             ("https://user@example.com", Userinfo),
+            // What a URI must percent-encode, and ports the schema does not allow.
+            ("https://bücher.example/katalog", NotUri),
+            ("https://example.com/ä", NotUri),
+            ("https://example.com/a%zz", NotUri),
+            ("https://example.com/{x}", NotUri),
+            ("https://example.com/a#b#c", NotUri),
+            ("https://example.com:0/", NotUri),
+            ("https://example.com:/", NotUri),
         ] {
             assert_eq!(check_url(url), Err(rule), "{url}");
         }
