@@ -6,9 +6,11 @@
 mod listening;
 mod processing;
 mod search;
+mod segments;
 mod sources;
 
 pub use listening::*;
 pub use processing::*;
 pub use search::*;
+pub use segments::*;
 pub use sources::*;
