@@ -213,17 +213,17 @@ async fn a_superseded_revision_stops_matching(pool: PgPool) {
     let id = s.add_active("faq", "Questions", "Our zeppelin tours leave from the hangar at dawn.").await;
     s.add_active("other", "Other", "Gift cards never expire.").await;
     s.merge(false).await;
-    assert_eq!(s.found("zeppelin").await, [id.clone()]);
+    assert_eq!(s.found("zeppelin").await, [id.as_str()]);
     let candidate = s.replace(&id, "r2", "Our balloon tours leave from the meadow at noon.").await;
     // The last good revision answers while its replacement waits.
-    assert_eq!(s.found("zeppelin").await, [id.clone()]);
+    assert_eq!(s.found("zeppelin").await, [id.as_str()]);
     assert!(s.found("balloon").await.is_empty());
     assert_eq!(process(s.pool(), candidate, &processing("test")).await.unwrap(), Outcome::Promoted);
     assert!(s.found("zeppelin").await.is_empty(), "masked in its segment");
-    assert_eq!(s.found("balloon").await, [id.clone()]);
+    assert_eq!(s.found("balloon").await, [id.as_str()]);
     s.merge(true).await;
     assert!(s.found("zeppelin").await.is_empty(), "merged away");
-    assert_eq!(s.found("balloon").await, [id.clone()]);
+    assert_eq!(s.found("balloon").await, [id.as_str()]);
     assert_eq!(
         s.count("SELECT count(*) FROM knowledge_segment_terms WHERE agent_id = $1 AND lexeme = 'zeppelin'").await,
         0
@@ -245,7 +245,7 @@ async fn a_deleted_source_stops_matching(pool: PgPool) {
     want.sort();
     assert_eq!(both, want);
     s.delete(&merged).await;
-    assert_eq!(s.found("octopus aquarium").await, [fresh.clone()], "the merged one is masked");
+    assert_eq!(s.found("octopus aquarium").await, [fresh.as_str()], "the merged one is masked");
     s.delete(&fresh).await;
     assert!(s.found("octopus aquarium").await.is_empty(), "the fresh one is masked too");
     s.merge(true).await;
