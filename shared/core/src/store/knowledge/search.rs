@@ -218,7 +218,10 @@ pub async fn vocabulary(
 
 /// The postings of `lexemes` in the Agent's segments of `language`: one row
 /// per word and segment, (lexeme, encoded postings; see
-/// `knowledge::postings`).
+/// `knowledge::postings`). One index lookup per word on the whole key prefix
+/// (`OFFSET 0` keeps the subquery per word): with `lexeme = ANY($3)`, or a
+/// plain join, and no statistics PostgreSQL 15 estimates one row for the
+/// Agent and language, and scans every word of them.
 #[tracing::instrument(level = "debug", skip(conn))]
 pub async fn segment_postings(
     conn: &mut PgConnection,
@@ -228,8 +231,13 @@ pub async fn segment_postings(
 ) -> sqlx::Result<Vec<(String, Vec<u8>)>> {
     let rows = sqlx::query!(
         r#"
-        SELECT lexeme, postings FROM knowledge_segment_terms
-        WHERE agent_id = $1 AND language = $2 AND lexeme = ANY($3)
+        SELECT s.lexeme, s.postings
+        FROM unnest($3::text[]) AS l(lexeme)
+        CROSS JOIN LATERAL (
+            SELECT lexeme, postings FROM knowledge_segment_terms
+            WHERE agent_id = $1 AND language = $2 AND lexeme = l.lexeme
+            OFFSET 0
+        ) s
         "#,
         agent as AgentId,
         language as StoredLanguage,
@@ -264,9 +272,15 @@ pub fn postings<'a>(
     sqlx::query_as!(
         Postings,
         r#"
-        SELECT k.lexeme, d.number AS document, k.ordinals, k.counts, k.title_counts, k.lengths
-        FROM knowledge_terms k JOIN knowledge_documents d ON d.revision_id = k.revision_id
-        WHERE k.agent_id = $1 AND k.language = $2 AND k.lexeme = ANY($3)
+        SELECT k.lexeme AS "lexeme!", k.number AS "document!", k.ordinals AS "ordinals!", k.counts AS "counts!",
+               k.title_counts AS "title_counts!", k.lengths AS "lengths!"
+        FROM unnest($3::text[]) AS l(lexeme)
+        CROSS JOIN LATERAL (
+            SELECT k.lexeme, d.number, k.ordinals, k.counts, k.title_counts, k.lengths
+            FROM knowledge_terms k JOIN knowledge_documents d ON d.revision_id = k.revision_id
+            WHERE k.agent_id = $1 AND k.language = $2 AND k.lexeme = l.lexeme
+            OFFSET 0
+        ) k
         "#,
         agent as AgentId,
         language as StoredLanguage,
