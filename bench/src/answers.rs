@@ -6,10 +6,16 @@
 //!   Python library: English stemmer and stop words) on the same documents and
 //!   questions in the same run (`bench/bm25_baseline.py`).
 //! - Speed: answers/s and latency of the extractive engine for an Agent holding
-//!   100 sources of 750,000 bytes, with the retrieval time per question apart.
+//!   `--sources` sources of about `--size` bytes each (by default 100 of
+//!   750,000; 100,000 of 400 is a help centre of FAQ entries), added through
+//!   the real API and workers, with the retrieval time per question apart:
+//!   first with no table statistics at all (autovacuum is off here, and a
+//!   bulk import into a new Agent runs ahead of it anywhere), then after
+//!   `ANALYZE`.
 //!
 //! `cargo build --release --workspace --bins &&
-//!  cargo run --release -p svc-bench -- answers [--only quality|speed] [--dataset DIR] [--concurrency 8]`
+//!  cargo run --release -p svc-bench -- answers [--only quality|speed] [--dataset DIR] [--concurrency 8]
+//!  [--sources 100] [--size 750000]`
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -29,11 +35,13 @@ struct Options {
     dataset: PathBuf,
     concurrency: usize,
     questions: usize,
+    sources: usize,
+    size: usize,
 }
 
 fn options(args: Vec<String>) -> anyhow::Result<Options> {
     let dataset = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/data/retrieval/dbpedia");
-    let mut options = Options { only: None, dataset, concurrency: 8, questions: 200 };
+    let mut options = Options { only: None, dataset, concurrency: 8, questions: 200, sources: 100, size: 750_000 };
     let mut args = args.into_iter();
     while let Some(arg) = args.next() {
         let value = args.next().context("every option takes a value")?;
@@ -42,6 +50,8 @@ fn options(args: Vec<String>) -> anyhow::Result<Options> {
             "--dataset" => options.dataset = value.into(),
             "--concurrency" => options.concurrency = value.parse()?,
             "--questions" => options.questions = value.parse()?,
+            "--sources" => options.sources = value.parse()?,
+            "--size" => options.size = value.parse()?,
             other => anyhow::bail!("unknown option {other}"),
         }
     }
@@ -54,7 +64,7 @@ pub async fn run(args: Vec<String>) -> anyhow::Result<()> {
         quality(&options.dataset).await?;
     }
     if options.only.as_deref() != Some("quality") {
-        speed(&options.dataset, options.concurrency, options.questions).await?;
+        speed(&options).await?;
     }
     Ok(())
 }
@@ -147,18 +157,67 @@ async fn quality(dataset: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn speed(dataset: &Path, concurrency: usize, count: usize) -> anyhow::Result<()> {
-    let abstracts = corpus::read(&dataset.join("corpus.jsonl"))?;
-    let documents: Vec<(String, String, String)> = (0..100)
-        .map(|i| (format!("doc-{i}"), format!("Document {i}"), corpus::document(&abstracts, i as u64, 750_000)))
-        .collect();
+/// `count` sources of about `size` bytes: documents assembled from the
+/// abstracts when they are large, else one abstract each, cut to the size and,
+/// past the number of abstracts, followed by the start of another so that no
+/// two are the same.
+fn sources(abstracts: &[corpus::Abstract], count: usize, size: usize) -> Vec<(String, String, String)> {
+    if size >= 4_000 {
+        return (0..count)
+            .map(|i| (format!("doc-{i}"), format!("Document {i}"), corpus::document(abstracts, i as u64, size)))
+            .collect();
+    }
+    let mut rng = corpus::Rng::new(11);
+    (0..count)
+        .map(|i| {
+            let a = &abstracts[i % abstracts.len()];
+            let round = i / abstracts.len();
+            let mut text = a.text.clone();
+            let title = if round == 0 { a.title.clone() } else { format!("{} ({round})", a.title) };
+            if round > 0 || text.len() < size {
+                text.push(' ');
+                text.push_str(&abstracts[rng.below(abstracts.len())].text);
+            }
+            let mut cut = text.len().min(size);
+            while !text.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            let cut = text[..cut].rfind(' ').filter(|_| cut < text.len()).unwrap_or(cut);
+            let title: String = title.chars().take(200).collect();
+            (
+                format!("doc-{i}"),
+                if title.trim().is_empty() { "Untitled".into() } else { title },
+                text[..cut].to_owned(),
+            )
+        })
+        .collect()
+}
+
+async fn speed(options: &Options) -> anyhow::Result<()> {
+    let (concurrency, count) = (options.concurrency, options.questions);
+    let abstracts = corpus::read(&options.dataset.join("corpus.jsonl"))?;
+    let documents = sources(&abstracts, options.sources, options.size);
     let bytes: usize = documents.iter().map(|d| d.2.len()).sum();
-    println!("\nsvc-bench answers (speed): an Agent with 100 sources, {:.1} MB", bytes as f64 / 1e6);
+    println!(
+        "\nsvc-bench answers (speed): an Agent with {} sources of about {} bytes, {:.1} MB",
+        documents.len(),
+        options.size,
+        bytes as f64 / 1e6
+    );
     let stack = Stack::start("answerss", 2).await?;
-    stack.add_all(documents, 4).await?;
-    stack.wait_active(100).await?;
+    let started = Instant::now();
+    let total = documents.len() as i64;
+    stack.add_all(documents, if options.size < 4_000 { 16 } else { 4 }).await?;
+    stack.wait_active(total).await?;
+    eprintln!("{total} sources active in {:.1} s", started.elapsed().as_secs_f64());
     let passages: i64 = sqlx::query_scalar("SELECT count(*) FROM knowledge_passages").fetch_one(&stack.pool).await?;
-    sqlx::query("ANALYZE").execute(&stack.pool).await?;
+    let (segments, fresh, masks): (i64, i64, i64) = sqlx::query_as(
+        "SELECT (SELECT count(*) FROM knowledge_segments),
+                (SELECT count(*) FROM knowledge_documents WHERE segment_id IS NULL),
+                (SELECT count(*) FROM knowledge_masks)",
+    )
+    .fetch_one(&stack.pool)
+    .await?;
     // Questions a visitor could ask about these documents: about one of the
     // subjects, or in words taken from a sentence.
     let mut rng = corpus::Rng::new(7);
@@ -175,8 +234,42 @@ async fn speed(dataset: &Path, concurrency: usize, count: usize) -> anyhow::Resu
         })
         .collect();
     let speaker = speaker(&stack.agent)?;
+    println!(
+        "{passages} passages; the index: {segments} segments, {fresh} fresh documents, {masks} masks; \
+         {} answers by {concurrency} concurrent askers per row",
+        2 * questions.len()
+    );
+    println!("\n| figure | no statistics | after ANALYZE |\n| --- | ---: | ---: |");
+    let cold = ask(&stack, &speaker, &questions, concurrency).await?;
+    sqlx::query("ANALYZE").execute(&stack.pool).await?;
+    let warm = ask(&stack, &speaker, &questions, concurrency).await?;
+    stack.stop().await?;
+    println!("| answers/s | {:.1} | {:.1} |", cold.rate, warm.rate);
+    println!("| answers with sources | {} | {} |", cold.with_sources, warm.with_sources);
+    println!(
+        "| answer p50 / p99 | {:.1} / {:.1} ms | {:.1} / {:.1} ms |",
+        cold.answer.0, cold.answer.1, warm.answer.0, warm.answer.1
+    );
+    println!(
+        "| retrieval p50 / p99 | {:.1} / {:.1} ms | {:.1} / {:.1} ms |",
+        cold.retrieval.0, cold.retrieval.1, warm.retrieval.0, warm.retrieval.1
+    );
+    Ok(())
+}
+
+/// What one round of questions measured.
+struct Asked {
+    rate: f64,
+    with_sources: usize,
+    /// p50, p99 in milliseconds.
+    answer: (f64, f64),
+    retrieval: (f64, f64),
+}
+
+/// Every question twice, `concurrency` askers at a time (after 20 to warm up).
+async fn ask(stack: &Stack, speaker: &Speaker, questions: &[String], concurrency: usize) -> anyhow::Result<Asked> {
     for question in questions.iter().take(20) {
-        answers::answer(&stack.pool, None, &speaker, question).await?;
+        answers::answer(&stack.pool, None, speaker, question).await?;
     }
     let started = Instant::now();
     let mut tasks = tokio::task::JoinSet::new();
@@ -200,21 +293,19 @@ async fn speed(dataset: &Path, concurrency: usize, count: usize) -> anyhow::Resu
     let elapsed = started.elapsed();
     // The slowest questions, to see what the tail is made of.
     timings.sort_by_key(|t| std::cmp::Reverse(t.1));
-    for (_, retrieval, _, question) in timings.iter().take(5) {
+    for (_, retrieval, _, question) in timings.iter().take(3) {
         eprintln!("slow: {:.1} ms retrieving for {question:?}", retrieval.as_secs_f64() * 1e3);
     }
-    let answered = timings.len();
     let with_sources = timings.iter().filter(|t| t.2).count();
     let mut latency: Vec<Duration> = timings.iter().map(|t| t.0).collect();
     let mut retrieval: Vec<Duration> = timings.iter().map(|t| t.1).collect();
     latency.sort_unstable();
     retrieval.sort_unstable();
     let at = |v: &[Duration], q: f64| v[((v.len() as f64 * q) as usize).min(v.len() - 1)].as_secs_f64() * 1e3;
-    stack.stop().await?;
-    println!("{passages} passages; {answered} answers by {concurrency} concurrent askers, {with_sources} with sources");
-    println!("\n| figure | value |\n| --- | ---: |");
-    println!("| answers/s | {:.1} |", answered as f64 / elapsed.as_secs_f64());
-    println!("| answer p50 / p99 | {:.1} / {:.1} ms |", at(&latency, 0.5), at(&latency, 0.99));
-    println!("| retrieval p50 / p99 | {:.1} / {:.1} ms |", at(&retrieval, 0.5), at(&retrieval, 0.99));
-    Ok(())
+    Ok(Asked {
+        rate: timings.len() as f64 / elapsed.as_secs_f64(),
+        with_sources,
+        answer: (at(&latency, 0.5), at(&latency, 0.99)),
+        retrieval: (at(&retrieval, 0.5), at(&retrieval, 0.99)),
+    })
 }

@@ -17,6 +17,7 @@ mod helpers;
 mod http;
 mod idempotency;
 mod identity;
+mod index;
 mod knowledge;
 mod mcp;
 mod public;

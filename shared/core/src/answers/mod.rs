@@ -21,9 +21,10 @@ use svc_contract::resources::Language;
 
 pub use llm::{Llm, LlmConfig};
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::ids::{AgentId, RevisionId, SourceId};
-use crate::store::knowledge::{Found, Postings, Ranked, Vocabulary};
+use crate::knowledge::postings::{self, Posting};
+use crate::store::knowledge::{Found, Ranked, Vocabulary};
 use crate::store::types::StoredLanguage;
 use crate::store::{self};
 
@@ -120,26 +121,104 @@ async fn retrieve_in(conn: &mut PgConnection, agent: AgentId, question: &str) ->
 /// The best passage of each of the best [`MAX_SOURCES`] sources, best first
 /// (equal scores by source id), with its score, ranked by the first (rarest)
 /// [`MAX_TERMS`] terms of `vocabulary`.
+///
+/// Each word's postings are read whole (a few merged segments and the fresh
+/// documents' rows), masked documents left out, so its document frequency is
+/// exact: the number of passages of active revisions holding it.
 pub async fn rank(
     conn: &mut PgConnection,
     agent: AgentId,
     language: StoredLanguage,
     vocabulary: &Vocabulary,
 ) -> Result<Vec<Ranked>> {
-    let terms = &vocabulary.terms[..vocabulary.terms.len().min(MAX_TERMS)];
+    // The rarest MAX_TERMS words by their exact frequencies. The counts read
+    // include masked documents' passages, at most `masked_passages` too many:
+    // every word that could be among the rarest is read, then they are chosen.
+    let terms = &vocabulary.terms;
     if terms.is_empty() {
         return Ok(Vec::new());
     }
-    let idf: HashMap<&str, f64> =
-        terms.iter().enumerate().map(|(i, (lexeme, _))| (lexeme.as_str(), vocabulary.idf(i))).collect();
-    let lexemes: Vec<String> = terms.iter().map(|(lexeme, _)| lexeme.clone()).collect();
-    let mut scores = Scores::default();
-    let mut postings = store::knowledge::postings(conn, agent, language, &lexemes);
-    while let Some(postings) = postings.try_next().await? {
-        let idf = idf.get(postings.lexeme.as_str()).copied().unwrap_or(0.0);
-        scores.add(&postings, idf, vocabulary.mean_length.max(1.0));
+    let excess = vocabulary.masked_passages;
+    let mut read = terms.len().min(MAX_TERMS);
+    if terms.len() > MAX_TERMS && !vocabulary.masked.is_empty() {
+        let bound = terms[MAX_TERMS - 1].1;
+        read = terms.iter().take_while(|(_, df)| df - excess <= bound).count();
     }
-    Ok(scores.best(MAX_SOURCES))
+    let mut lexemes: Vec<String> = Vec::new();
+    let mut held: Vec<Vec<Posting>> = Vec::new();
+    let chosen = loop {
+        let more: Vec<String> = terms[lexemes.len()..read].iter().map(|(lexeme, _)| lexeme.clone()).collect();
+        held.extend(postings_of(conn, agent, language, &more, &vocabulary.masked).await?);
+        lexemes.extend(more);
+        let mut chosen: Vec<usize> = (0..held.len()).filter(|i| !held[*i].is_empty()).collect();
+        chosen.sort_by(|a, b| held[*a].len().cmp(&held[*b].len()).then_with(|| lexemes[*a].cmp(&lexemes[*b])));
+        chosen.truncate(MAX_TERMS);
+        // A word not read holds at least its count less the excess.
+        let settled = read == terms.len()
+            || vocabulary.masked.is_empty()
+            || (chosen.len() == MAX_TERMS
+                && chosen.last().is_some_and(|last| (held[*last].len() as f64) < terms[read].1 - excess));
+        if settled {
+            break chosen;
+        }
+        read = (read + MAX_TERMS).min(terms.len());
+    };
+    let mut scores = Scores::default();
+    for i in chosen {
+        let idf = vocabulary.idf(held[i].len() as f64);
+        scores.add(&held[i], idf, vocabulary.mean_length.max(1.0));
+    }
+    let candidates = scores.candidates(MAX_SOURCES);
+    let numbers: Vec<i64> = candidates.iter().map(|c| c.0).collect();
+    let documents: HashMap<i64, (RevisionId, SourceId)> = store::knowledge::documents(conn, &numbers)
+        .await?
+        .into_iter()
+        .map(|(number, revision, source)| (number, (revision, source)))
+        .collect();
+    Ok(best(&candidates, &documents, MAX_SOURCES))
+}
+
+/// Each word's postings in the Agent's segments and fresh documents of
+/// `language`, masked documents (`masked`, ascending) left out.
+async fn postings_of(
+    conn: &mut PgConnection,
+    agent: AgentId,
+    language: StoredLanguage,
+    lexemes: &[String],
+    masked: &[i64],
+) -> Result<Vec<Vec<Posting>>> {
+    let mut held: Vec<Vec<Posting>> = vec![Vec::new(); lexemes.len()];
+    if lexemes.is_empty() {
+        return Ok(held);
+    }
+    let index: HashMap<&str, usize> = lexemes.iter().enumerate().map(|(i, l)| (l.as_str(), i)).collect();
+    let kept = |document: i64| masked.binary_search(&document).is_err();
+    for (lexeme, bytes) in store::knowledge::segment_postings(conn, agent, language, lexemes).await? {
+        let Some(&i) = index.get(lexeme.as_str()) else { continue };
+        let list = &mut held[i];
+        postings::decode(&bytes, |p| {
+            if kept(p.document) {
+                list.push(p);
+            }
+        })
+        .ok_or_else(|| Error::internal(format!("the stored postings of {lexeme:?} cannot be read")))?;
+    }
+    let mut fresh = store::knowledge::postings(conn, agent, language, lexemes);
+    while let Some(row) = fresh.try_next().await? {
+        let Some(&i) = index.get(row.lexeme.as_str()) else { continue };
+        if !kept(row.document) {
+            continue;
+        }
+        let each = row.ordinals.iter().zip(&row.counts).zip(&row.title_counts).zip(&row.lengths);
+        held[i].extend(each.map(|(((ordinal, count), title_count), length)| Posting {
+            document: row.document,
+            ordinal: *ordinal,
+            count: *count,
+            title_count: *title_count,
+            length: *length,
+        }));
+    }
+    Ok(held)
 }
 
 /// Best score first; scores equal to 9 decimal places by source id. (Postings
@@ -149,58 +228,69 @@ fn ranking_order(a: (f64, SourceId), b: (f64, SourceId)) -> std::cmp::Ordering {
     rounded(b.0).total_cmp(&rounded(a.0)).then_with(|| a.1.cmp(&b.1))
 }
 
-/// Scores per passage, kept per revision as a vector indexed by ordinal.
+/// Scores per passage: (document, ordinal).
 #[derive(Default)]
 struct Scores {
-    revisions: HashMap<RevisionId, usize>,
-    passages: Vec<(SourceId, RevisionId, Vec<f64>)>,
+    passages: HashMap<(i64, i32), f64>,
 }
 
 impl Scores {
     /// Adds one word's BM25F contribution to every passage of `postings`.
-    fn add(&mut self, postings: &Postings, idf: f64, mean_length: f64) {
+    fn add(&mut self, postings: &[Posting], idf: f64, mean_length: f64) {
         let Bm25 { k1, b, title_weight } = WEIGHTS;
-        let index = *self.revisions.entry(postings.revision_id).or_insert_with(|| {
-            self.passages.push((postings.source_id, postings.revision_id, Vec::new()));
-            self.passages.len() - 1
-        });
-        let scores = &mut self.passages[index].2;
-        let held = postings.ordinals.iter().zip(&postings.counts).zip(&postings.title_counts).zip(&postings.lengths);
-        for (((ordinal, count), title_count), length) in held {
-            let Ok(ordinal) = usize::try_from(*ordinal) else { continue };
-            if scores.len() <= ordinal {
-                scores.resize(ordinal + 1, 0.0);
-            }
-            let tf = f64::from(*count) + (title_weight - 1.0) * f64::from(*title_count);
-            let norm = k1 * (1.0 - b + b * f64::from(*length) / mean_length);
-            scores[ordinal] += idf * tf * (k1 + 1.0) / (tf + norm);
+        self.passages.reserve(postings.len());
+        for p in postings {
+            let tf = f64::from(p.count) + (title_weight - 1.0) * f64::from(p.title_count);
+            let norm = k1 * (1.0 - b + b * f64::from(p.length) / mean_length);
+            *self.passages.entry((p.document, p.ordinal)).or_default() += idf * tf * (k1 + 1.0) / (tf + norm);
         }
     }
 
-    /// The best passage of each source, the best `limit` of them.
-    fn best(self, limit: usize) -> Vec<Ranked> {
-        let mut best: HashMap<SourceId, Ranked> = HashMap::new();
-        for (source_id, revision_id, scores) in self.passages {
+    /// The best passage of each document, (document, ordinal, score): the best
+    /// `limit`, and every other scoring as well as the last of them to 9
+    /// decimal places (ties are ordered by source id, not known here).
+    fn candidates(self, limit: usize) -> Vec<(i64, i32, f64)> {
+        let mut best: HashMap<i64, (i32, f64)> = HashMap::new();
+        for ((document, ordinal), score) in self.passages {
+            if score <= 0.0 {
+                continue;
+            }
             // The first of equal scores: the earliest passage.
-            let top = scores
-                .iter()
-                .enumerate()
-                .filter(|(_, score)| **score > 0.0)
-                .reduce(|a, b| if b.1 > a.1 { b } else { a });
-            let Some((ordinal, score)) = top else { continue };
-            let ranked = Ranked { source_id, revision_id, ordinal: ordinal as i32, score: *score };
-            match best.get(&source_id) {
-                Some(kept) if kept.score >= ranked.score => {}
-                _ => {
-                    best.insert(source_id, ranked);
-                }
+            let kept = best.entry(document).or_insert((ordinal, score));
+            if score > kept.1 || (score == kept.1 && ordinal < kept.0) {
+                *kept = (ordinal, score);
             }
         }
-        let mut best: Vec<Ranked> = best.into_values().collect();
-        best.sort_by(|a, b| ranking_order((a.score, a.source_id), (b.score, b.source_id)));
-        best.truncate(limit);
+        let rounded = |score: f64| (score * 1e9).round();
+        let mut best: Vec<(i64, i32, f64)> = best.into_iter().map(|(d, (o, s))| (d, o, s)).collect();
+        best.sort_by(|a, b| rounded(b.2).total_cmp(&rounded(a.2)).then(a.0.cmp(&b.0)));
+        if best.len() > limit && limit > 0 {
+            let last = rounded(best[limit - 1].2);
+            let tied = best[limit..].iter().take_while(|c| rounded(c.2) == last).count();
+            best.truncate(limit + tied);
+        }
         best
     }
+}
+
+/// The best passage of each of the best `limit` sources, from the candidates
+/// of [`Scores::candidates`] and their documents' revisions and sources.
+fn best(candidates: &[(i64, i32, f64)], documents: &HashMap<i64, (RevisionId, SourceId)>, limit: usize) -> Vec<Ranked> {
+    let mut best: HashMap<SourceId, Ranked> = HashMap::new();
+    for (document, ordinal, score) in candidates {
+        let Some((revision_id, source_id)) = documents.get(document) else { continue };
+        let ranked = Ranked { source_id: *source_id, revision_id: *revision_id, ordinal: *ordinal, score: *score };
+        match best.get(source_id) {
+            Some(kept) if kept.score >= ranked.score => {}
+            _ => {
+                best.insert(*source_id, ranked);
+            }
+        }
+    }
+    let mut best: Vec<Ranked> = best.into_values().collect();
+    best.sort_by(|a, b| ranking_order((a.score, a.source_id), (b.score, b.source_id)));
+    best.truncate(limit);
+    best
 }
 
 /// Answers `question` for `speaker`: retrieval on a pooled connection that is
@@ -228,16 +318,13 @@ mod tests {
 
     use super::*;
 
-    fn postings(lexeme: &str, revision: RevisionId, source: SourceId, held: &[(i32, i16, i16, i32)]) -> Postings {
-        Postings {
-            lexeme: lexeme.to_owned(),
-            revision_id: revision,
-            source_id: source,
-            ordinals: held.iter().map(|h| h.0).collect(),
-            counts: held.iter().map(|h| h.1).collect(),
-            title_counts: held.iter().map(|h| h.2).collect(),
-            lengths: held.iter().map(|h| h.3).collect(),
-        }
+    fn postings(document: i64, held: &[(i32, i16, i16, i32)]) -> Vec<Posting> {
+        held.iter().map(|h| Posting { document, ordinal: h.0, count: h.1, title_count: h.2, length: h.3 }).collect()
+    }
+
+    fn ranked(scores: Scores, documents: &[(i64, RevisionId, SourceId)], limit: usize) -> Vec<Ranked> {
+        let documents = documents.iter().map(|(d, r, s)| (*d, (*r, *s))).collect();
+        best(&scores.candidates(limit), &documents, limit)
     }
 
     #[test]
@@ -246,18 +333,19 @@ mod tests {
         let (ra, rb, rc) = (RevisionId::new(), RevisionId::new(), RevisionId::new());
         let mut scores = Scores::default();
         // Source a: passage 3 holds both words, passage 0 only one.
-        scores.add(&postings("ship", ra, a, &[(0, 1, 0, 10), (3, 1, 0, 10)]), 1.0, 10.0);
-        scores.add(&postings("free", ra, a, &[(3, 1, 0, 10)]), 1.0, 10.0);
+        scores.add(&postings(1, &[(0, 1, 0, 10), (3, 1, 0, 10)]), 1.0, 10.0);
+        scores.add(&postings(1, &[(3, 1, 0, 10)]), 1.0, 10.0);
         // Source b: one occurrence, in the title too (counted twice).
-        scores.add(&postings("ship", rb, b, &[(7, 1, 1, 10)]), 1.0, 10.0);
-        // Source c: the same score as b.
-        scores.add(&postings("ship", rc, c, &[(1, 1, 1, 10)]), 1.0, 10.0);
-        let best = scores.best(2);
+        scores.add(&postings(3, &[(7, 1, 1, 10)]), 1.0, 10.0);
+        // Source c: the same score as b, with a lower document number.
+        scores.add(&postings(2, &[(1, 1, 1, 10)]), 1.0, 10.0);
+        let best = ranked(scores, &[(1, ra, a), (3, rb, b), (2, rc, c)], 2);
         // tf 1, length at the mean: 2.2 / 2.2 = 1 per word; tf 2: 4.4 / 3.2.
         assert_eq!(best.len(), 2);
         assert_eq!((best[0].source_id, best[0].revision_id, best[0].ordinal), (a, ra, 3));
         assert!((best[0].score - 2.0).abs() < 1e-12);
-        // b and c tie: the lower source id first, and the limit drops c.
+        // b and c tie: the lower source id first (not the lower document), and
+        // the limit drops c.
         assert_eq!((best[1].source_id, best[1].ordinal), (b, 7));
         assert!((best[1].score - 4.4 / 3.2).abs() < 1e-12);
     }
@@ -266,7 +354,20 @@ mod tests {
     fn longer_passages_score_less_for_the_same_count() {
         let (source, revision) = (SourceId::new(), RevisionId::new());
         let mut scores = Scores::default();
-        scores.add(&postings("ship", revision, source, &[(0, 1, 0, 40), (1, 1, 0, 5)]), 1.0, 10.0);
-        assert_eq!(scores.best(1)[0].ordinal, 1);
+        scores.add(&postings(9, &[(0, 1, 0, 40), (1, 1, 0, 5)]), 1.0, 10.0);
+        assert_eq!(ranked(scores, &[(9, revision, source)], 1)[0].ordinal, 1);
+    }
+
+    #[test]
+    fn every_tie_at_the_cut_stays_a_candidate() {
+        let mut scores = Scores::default();
+        for document in 1..=20 {
+            scores.add(&postings(document, &[(0, 1, 0, 10)]), 1.0, 10.0);
+        }
+        scores.add(&postings(21, &[(0, 3, 0, 10)]), 1.0, 10.0);
+        scores.add(&postings(22, &[(0, 1, 0, 80)]), 1.0, 10.0);
+        let candidates = scores.candidates(5);
+        assert_eq!(candidates.len(), 21, "the best and all 20 tied with the fifth");
+        assert_eq!(candidates[0].0, 21);
     }
 }

@@ -13,7 +13,9 @@
 //! processing or active: every change of a revision's state in or out of those
 //! adjusts it in the same transaction.
 
+pub mod merge;
 pub mod passages;
+pub mod postings;
 mod process;
 mod sweep;
 pub mod waits;

@@ -222,7 +222,15 @@ async fn attempt(pool: &PgPool, revision: RevisionId, owner: &str) -> Result<Out
         .collect();
     let (headings, bodies) = split.into_iter().map(|p| (p.heading, p.body)).unzip();
     match promote(pool, revision, owner, &material, headings, bodies, words).await? {
-        Promotion::Done => Ok(Outcome::Promoted),
+        Promotion::Done => {
+            // Housekeeping of the Agent's index, after the commit: the
+            // promotion stands whatever becomes of it (the sweep merges what
+            // is left).
+            if let Err(error) = super::merge::maintain(pool, material.agent_id).await {
+                tracing::warn!(agent = %material.agent_id, error = %crate::error::chain(&error), "could not merge the index");
+            }
+            Ok(Outcome::Promoted)
+        }
         Promotion::Empty => fail(pool, revision, error_code::EMPTY_CONTENT).await,
         Promotion::Lost => Ok(Outcome::Skipped),
         Promotion::Superseded => fail(pool, revision, error_code::SUPERSEDED).await.map(|_| Outcome::Skipped),

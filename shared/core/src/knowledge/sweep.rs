@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use sqlx::PgPool;
 
-use super::{error_code, process};
+use super::{error_code, merge, process};
 use crate::error::Result;
 use crate::jobs::{Job, Queue};
 use crate::store;
@@ -96,6 +96,16 @@ async fn sweep_held(pool: &PgPool, queue: Option<&Queue>, settings: &Sweep) -> R
         if !jobs.is_empty() {
             queue.push_all(&jobs).await.map_err(|e| crate::error::Error::internal(format!("requeue: {e}")))?;
             swept.requeued = jobs.len();
+        }
+    }
+    // Agents whose index a promotion left unmerged (another merge of it ran
+    // then, or it was indexed before migration 0017), or masked by deletes.
+    let mut conn = pool.acquire().await?;
+    let agents = store::knowledge::agents_to_merge(&mut conn, merge::FRESH_LIMIT, merge::MASK_LIMIT, 16).await?;
+    drop(conn);
+    for agent in agents {
+        if let Err(error) = merge::maintain(pool, agent).await {
+            tracing::warn!(%agent, error = %crate::error::chain(&error), "could not merge the index");
         }
     }
     swept.purged = crate::housekeeping::purge_idempotency_records(pool).await?;

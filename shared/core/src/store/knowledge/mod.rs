@@ -7,11 +7,13 @@
 mod listening;
 mod processing;
 mod search;
+mod segments;
 mod sources;
 mod turns;
 
 pub use listening::*;
 pub use processing::*;
 pub use search::*;
+pub use segments::*;
 pub use sources::*;
 pub use turns::*;

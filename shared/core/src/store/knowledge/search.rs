@@ -83,17 +83,32 @@ pub async fn index(conn: &mut PgConnection, passages: &Passages<'_>) -> sqlx::Re
         passages.agent as AgentId,
         passages.language as StoredLanguage,
     )
-    .execute(conn)
+    .execute(&mut *conn)
+    .await?;
+    // The revision is a fresh document of the Agent's index (migration 0017):
+    // its knowledge_terms rows are its postings until a merge takes them.
+    super::insert_document(
+        conn,
+        passages.revision,
+        passages.source,
+        passages.agent,
+        passages.language,
+        indexed.passages,
+        indexed.tokens,
+    )
     .await?;
     Ok((indexed.passages, indexed.tokens))
 }
 
-/// The languages an Agent's active revisions were indexed in.
+/// The languages an Agent's indexed documents are in.
 #[tracing::instrument(level = "debug", skip(conn))]
 pub async fn languages(conn: &mut PgConnection, agent: AgentId) -> sqlx::Result<Vec<StoredLanguage>> {
     sqlx::query_scalar!(
-        r#"SELECT DISTINCT language AS "language!: StoredLanguage" FROM knowledge_revisions
-           WHERE agent_id = $1 AND state = 'active' AND language IS NOT NULL"#,
+        r#"
+        SELECT language AS "language!: StoredLanguage" FROM knowledge_segments WHERE agent_id = $1
+        UNION
+        SELECT language FROM knowledge_documents WHERE agent_id = $1 AND segment_id IS NULL
+        "#,
         agent as AgentId,
     )
     .fetch_all(conn)
@@ -110,27 +125,35 @@ pub struct Ranked {
 }
 
 /// What ranking needs to know of a question's words in an Agent's passages of
-/// one language: the passages there are, their mean length, and each word of
-/// the question that occurs, with its document frequency, rarest first.
+/// one language: the passages there are, their mean length, each word of the
+/// question that occurs (rarest first), and the documents masked.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Vocabulary {
     /// Passages of the Agent's active revisions in the language.
     pub passages: f64,
     /// Their mean length in words.
     pub mean_length: f64,
-    /// (lexeme, passages holding it), rarest first.
+    /// (lexeme, passages holding it), rarest first. The counts include the
+    /// passages of masked documents (retired, not merged away yet): they
+    /// order the words; ranking counts the exact frequencies from the postings.
     pub terms: Vec<(String, f64)>,
+    /// Documents retired but still stored, ascending: their postings are skipped.
+    pub masked: Vec<i64>,
+    /// Their passages in the language: no word's count above is more than this
+    /// over its exact frequency.
+    pub masked_passages: f64,
 }
 
 impl Vocabulary {
-    /// BM25's inverse document frequency of the `i`-th term.
-    pub fn idf(&self, i: usize) -> f64 {
-        let df = self.terms[i].1;
+    /// BM25's inverse document frequency of a word held by `df` passages.
+    pub fn idf(&self, df: f64) -> f64 {
         (1.0 + (self.passages - df + 0.5) / (df + 0.5)).ln()
     }
 }
 
 /// The question's words as the Agent's passages in `language` hold them.
+/// Every figure is read from a few rows per word, whatever the number of
+/// sources: segments' sizes and words, fresh documents' and masks'.
 #[tracing::instrument(level = "debug", skip(conn, question))]
 pub async fn vocabulary(
     conn: &mut PgConnection,
@@ -142,50 +165,104 @@ pub async fn vocabulary(
     // term, and then they are not needed).
     let rows = sqlx::query!(
         r#"
-        WITH stats AS (
-            SELECT coalesce(sum(passages), 0)::float8 AS passages,
-                   coalesce(sum(tokens), 0)::float8 / greatest(sum(passages), 1) AS mean_length
-            FROM knowledge_revisions WHERE agent_id = $1 AND state = 'active' AND language = $2
+        WITH sizes AS (
+            SELECT coalesce(sum(s.passages), 0)::float8 AS passages, coalesce(sum(s.tokens), 0)::float8 AS tokens
+            FROM (
+                SELECT passages::bigint, tokens FROM knowledge_segments WHERE agent_id = $1 AND language = $2
+                UNION ALL
+                SELECT passages, tokens FROM knowledge_documents
+                WHERE agent_id = $1 AND segment_id IS NULL AND language = $2
+                UNION ALL
+                SELECT -passages, -tokens FROM knowledge_masks WHERE agent_id = $1 AND language = $2
+            ) s
+        ), stats AS (
+            SELECT passages, tokens / greatest(passages, 1) AS mean_length,
+                   (SELECT coalesce(sum(passages), 0)::float8 FROM knowledge_masks
+                    WHERE agent_id = $1 AND language = $2) AS masked
+            FROM sizes
         )
-        SELECT l.lexeme AS "lexeme!", f.df AS "df!", stats.passages AS "passages!", stats.mean_length AS "mean_length!"
+        SELECT l.lexeme AS "lexeme!", f.df + g.df AS "df!", stats.passages AS "passages!",
+               stats.mean_length AS "mean_length!", stats.masked AS "masked!"
         FROM (SELECT DISTINCT lexeme FROM unnest(tsvector_to_array(to_tsvector($3::regconfig, $4))) AS l(lexeme)) l
         CROSS JOIN stats
         CROSS JOIN LATERAL (
+            SELECT coalesce(sum(s.passages), 0)::float8 AS df FROM knowledge_segment_terms s
+            WHERE s.agent_id = $1 AND s.language = $2 AND s.lexeme = l.lexeme
+        ) f
+        CROSS JOIN LATERAL (
             SELECT coalesce(sum(k.passages), 0)::float8 AS df FROM knowledge_terms k
             WHERE k.agent_id = $1 AND k.language = $2 AND k.lexeme = l.lexeme
-        ) f
-        WHERE f.df > 0
-        ORDER BY f.df, l.lexeme COLLATE "C"
+        ) g
+        WHERE f.df + g.df > 0
+        ORDER BY f.df + g.df, l.lexeme COLLATE "C"
         "#,
         agent as AgentId,
         language as StoredLanguage,
         search_config(language) as &str,
         question,
     )
-    .fetch_all(conn)
+    .fetch_all(&mut *conn)
     .await?;
-    let (passages, mean_length) = rows.first().map_or((0.0, 0.0), |r| (r.passages, r.mean_length));
-    Ok(Vocabulary { passages, mean_length, terms: rows.into_iter().map(|r| (r.lexeme, r.df)).collect() })
+    let masked = if rows.is_empty() {
+        Vec::new()
+    } else {
+        sqlx::query_scalar!("SELECT number FROM knowledge_masks WHERE agent_id = $1 ORDER BY number", agent as AgentId)
+            .fetch_all(conn)
+            .await?
+    };
+    let (passages, mean_length, masked_passages) =
+        rows.first().map_or((0.0, 0.0, 0.0), |r| (r.passages, r.mean_length, r.masked));
+    let terms = rows.into_iter().map(|r| (r.lexeme, r.df)).collect();
+    Ok(Vocabulary { passages, mean_length, terms, masked, masked_passages })
 }
 
-/// The postings of one lexeme in one active revision: the passages holding it
+/// The postings of `lexemes` in the Agent's segments of `language`: one row
+/// per word and segment, (lexeme, encoded postings; see
+/// `knowledge::postings`). One index lookup per word on the whole key prefix
+/// (`OFFSET 0` keeps the subquery per word): with `lexeme = ANY($3)`, or a
+/// plain join, and no statistics PostgreSQL 15 estimates one row for the
+/// Agent and language, and scans every word of them.
+#[tracing::instrument(level = "debug", skip(conn))]
+pub async fn segment_postings(
+    conn: &mut PgConnection,
+    agent: AgentId,
+    language: StoredLanguage,
+    lexemes: &[String],
+) -> sqlx::Result<Vec<(String, Vec<u8>)>> {
+    let rows = sqlx::query!(
+        r#"
+        SELECT s.lexeme, s.postings
+        FROM unnest($3::text[]) AS l(lexeme)
+        CROSS JOIN LATERAL (
+            SELECT lexeme, postings FROM knowledge_segment_terms
+            WHERE agent_id = $1 AND language = $2 AND lexeme = l.lexeme
+            OFFSET 0
+        ) s
+        "#,
+        agent as AgentId,
+        language as StoredLanguage,
+        lexemes,
+    )
+    .fetch_all(conn)
+    .await?;
+    Ok(rows.into_iter().map(|r| (r.lexeme, r.postings)).collect())
+}
+
+/// The postings of one lexeme in one fresh document: the passages holding it
 /// (by ordinal, ascending), with its occurrences in each, those in the
 /// revision's title, and each passage's length in words.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Postings {
     pub lexeme: String,
-    pub revision_id: RevisionId,
-    pub source_id: SourceId,
+    pub document: i64,
     pub ordinals: Vec<i32>,
     pub counts: Vec<i16>,
     pub title_counts: Vec<i16>,
     pub lengths: Vec<i32>,
 }
 
-/// The postings of `lexemes` in the Agent's active revisions of `language`,
-/// one row per lexeme and revision, streamed: the caller keeps only what it
-/// makes of them. (No `ORDER BY`: PostgreSQL would sort every posting before
-/// sending the first.)
+/// The postings of `lexemes` in the Agent's fresh documents of `language`,
+/// one row per lexeme and document (a merge keeps them under a few hundred).
 pub fn postings<'a>(
     conn: &'a mut PgConnection,
     agent: AgentId,
@@ -195,16 +272,36 @@ pub fn postings<'a>(
     sqlx::query_as!(
         Postings,
         r#"
-        SELECT k.lexeme, k.revision_id AS "revision_id: RevisionId", r.source_id AS "source_id: SourceId",
-               k.ordinals, k.counts, k.title_counts, k.lengths
-        FROM knowledge_terms k JOIN knowledge_revisions r ON r.id = k.revision_id
-        WHERE k.agent_id = $1 AND k.language = $2 AND k.lexeme = ANY($3)
+        SELECT k.lexeme AS "lexeme!", k.number AS "document!", k.ordinals AS "ordinals!", k.counts AS "counts!",
+               k.title_counts AS "title_counts!", k.lengths AS "lengths!"
+        FROM unnest($3::text[]) AS l(lexeme)
+        CROSS JOIN LATERAL (
+            SELECT k.lexeme, d.number, k.ordinals, k.counts, k.title_counts, k.lengths
+            FROM knowledge_terms k JOIN knowledge_documents d ON d.revision_id = k.revision_id
+            WHERE k.agent_id = $1 AND k.language = $2 AND k.lexeme = l.lexeme
+            OFFSET 0
+        ) k
         "#,
         agent as AgentId,
         language as StoredLanguage,
         lexemes,
     )
     .fetch(conn)
+}
+
+/// The revisions and sources of documents, by number.
+#[tracing::instrument(level = "debug", skip(conn, numbers), fields(n = numbers.len()))]
+pub async fn documents(conn: &mut PgConnection, numbers: &[i64]) -> sqlx::Result<Vec<(i64, RevisionId, SourceId)>> {
+    let rows = sqlx::query!(
+        r#"
+        SELECT number, revision_id AS "revision_id: RevisionId", source_id AS "source_id: SourceId"
+        FROM knowledge_documents WHERE number = ANY($1)
+        "#,
+        numbers,
+    )
+    .fetch_all(conn)
+    .await?;
+    Ok(rows.into_iter().map(|r| (r.number, r.revision_id, r.source_id)).collect())
 }
 
 /// A ranked passage's text and source, with a snippet around the question's

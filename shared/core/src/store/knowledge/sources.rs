@@ -357,15 +357,15 @@ pub async fn delete_source(conn: &mut PgConnection, source: SourceId) -> sqlx::R
 }
 
 /// Retires an active revision (replaced or deleted): it stops answering, and
-/// its content, passages and term counts are dropped. Returns its content bytes.
+/// its content and passages are dropped; its postings are masked until a
+/// merge drops them (writing no row another promotion or retirement writes).
+/// Returns its content bytes.
 #[tracing::instrument(level = "debug", skip(conn))]
 pub async fn retire(conn: &mut PgConnection, revision: RevisionId) -> sqlx::Result<i64> {
     sqlx::query!("DELETE FROM knowledge_passages WHERE revision_id = $1", revision as RevisionId)
         .execute(&mut *conn)
         .await?;
-    sqlx::query!("DELETE FROM knowledge_terms WHERE revision_id = $1", revision as RevisionId)
-        .execute(&mut *conn)
-        .await?;
+    super::mask(conn, revision).await?;
     let bytes = sqlx::query_scalar!(
         r#"
         UPDATE knowledge_revisions SET state = 'replaced', content = NULL
@@ -409,7 +409,10 @@ pub async fn delete_all_of(conn: &mut PgConnection, agent: AgentId) -> sqlx::Res
     )
     .execute(&mut *conn)
     .await?;
+    // No merge of the Agent's index runs beside its deletion.
+    crate::store::advisory::lock(conn, super::merge_key(agent)).await?;
     sqlx::query!("DELETE FROM knowledge_terms WHERE agent_id = $1", agent as AgentId).execute(&mut *conn).await?;
+    super::drop_index_of(conn, agent).await?;
     let retired = sqlx::query_scalar!(
         r#"
         UPDATE knowledge_revisions SET state = 'replaced', content = NULL

@@ -1,0 +1,211 @@
+//! The background merge of an Agent's index (migration 0017).
+//!
+//! A promoted revision is a fresh document: its postings are its own
+//! knowledge_terms rows, one per word. A merge moves fresh documents into a new
+//! segment (one row per word, every posting of the segment in one array), with
+//! it every older segment of the same language no larger than what it has
+//! gathered so far (a binary counter: an Agent of n documents keeps about
+//! log2(n / 256) segments, and each posting is rewritten as often), and drops
+//! the postings and sizes of masked (retired) documents of whatever it
+//! rewrites, with their masks.
+//!
+//! It runs after a promotion that leaves [`FRESH_LIMIT`] fresh documents or
+//! [`MASK_LIMIT`] masks (and from the sweep, for Agents left so), one per Agent
+//! at a time (a transaction-scoped advisory lock taken without waiting), in one
+//! transaction: answers see the index before it or after it, never between.
+//! It waits for no row lock: promotions only insert documents and words,
+//! retirements only insert masks, and a mask committed while a merge runs is
+//! simply kept with its document for the next one.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use sqlx::{Connection, PgPool};
+
+use super::postings::{self, Posting};
+use crate::error::{Error, Result};
+use crate::ids::{AgentId, RevisionId};
+use crate::store::knowledge::{Document, merge_key};
+use crate::store::types::StoredLanguage;
+use crate::store::{self};
+
+/// Fresh documents an Agent may have before a merge: ranking reads each
+/// one's row of a word, so this bounds those rows.
+pub const FRESH_LIMIT: i64 = 256;
+/// Masks an Agent may have before a merge rewrites the segments holding them.
+pub const MASK_LIMIT: i64 = 256;
+/// Fresh documents one merge takes in, at most.
+const BATCH: i64 = 4_096;
+/// A segment grows by merging up to this many documents; larger ones are only
+/// rewritten to drop masked documents.
+const MAX_SEGMENT: i64 = 65_536;
+/// Words written per statement.
+const WRITE_CHUNK: usize = 2_000;
+
+/// What one merge did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Merged {
+    /// Fresh documents merged.
+    pub fresh: usize,
+    /// Segments rewritten into the new ones.
+    pub segments: usize,
+    /// Masked documents dropped for good.
+    pub dropped: usize,
+}
+
+/// Merges the Agent's index while it has [`FRESH_LIMIT`] fresh documents or
+/// [`MASK_LIMIT`] masks (a few rounds at most), unless another merge of it
+/// runs. What a promotion calls after its commit.
+pub async fn maintain(pool: &PgPool, agent: AgentId) -> Result<()> {
+    for _ in 0..8 {
+        let (fresh, masks) = {
+            let mut conn = pool.acquire().await?;
+            store::knowledge::merge_backlog(&mut conn, agent).await?
+        };
+        if fresh < FRESH_LIMIT && masks < MASK_LIMIT {
+            return Ok(());
+        }
+        match merge(pool, agent, masks >= MASK_LIMIT).await? {
+            Some(merged) => tracing::debug!(%agent, ?merged, "merged the index"),
+            // Another merge runs; it goes on while there is work.
+            None => return Ok(()),
+        }
+    }
+    Ok(())
+}
+
+/// One merge of the Agent's index (see the module documentation), whatever
+/// its backlog; with `purge`, every segment holding a masked document is
+/// rewritten. `None` when another merge of the Agent runs.
+pub async fn merge(pool: &PgPool, agent: AgentId, purge: bool) -> Result<Option<Merged>> {
+    let mut conn = pool.acquire().await?;
+    let mut tx = conn.begin().await?;
+    if !store::advisory::try_lock(&mut tx, merge_key(agent)).await? {
+        tx.rollback().await?;
+        return Ok(None);
+    }
+    let fresh = store::knowledge::fresh_documents(&mut tx, agent, BATCH).await?;
+    let masked = store::knowledge::masked_documents(&mut tx, agent).await?;
+    let segments = store::knowledge::segments_of(&mut tx, agent).await?;
+    // Masked documents, and how many each segment holds (a fresh one is
+    // dropped if this merge takes it in, else left for a later one).
+    let masked_set: HashSet<i64> = masked.iter().map(|(number, _)| *number).collect();
+    let mut masks_in: HashMap<i64, i64> = HashMap::new();
+    for segment in masked.iter().filter_map(|(_, segment)| *segment) {
+        *masks_in.entry(segment).or_default() += 1;
+    }
+    let mut languages: Vec<StoredLanguage> = Vec::new();
+    let wanted = fresh.iter().map(|d| d.language);
+    for language in wanted.chain(segments.iter().filter(|s| masks_in.contains_key(&s.id)).map(|s| s.language)) {
+        if !languages.contains(&language) {
+            languages.push(language);
+        }
+    }
+    let mut merged = Merged::default();
+    for language in languages {
+        let fresh: Vec<&Document> = fresh.iter().filter(|d| d.language == language).collect();
+        let mut total = fresh.len() as i64;
+        let mut chosen = Vec::new();
+        // Segments with many masked documents are rewritten without them.
+        for segment in segments.iter().filter(|s| s.language == language) {
+            let masks = masks_in.get(&segment.id).copied().unwrap_or(0);
+            if masks > 0 && (purge || masks * 4 >= i64::from(segment.documents)) {
+                chosen.push(segment.id);
+                total += i64::from(segment.documents);
+            }
+        }
+        // Then the smallest others, as long as each is no larger than what is
+        // gathered (segments come smallest first).
+        let purged = chosen.clone();
+        for segment in segments.iter().filter(|s| s.language == language && !purged.contains(&s.id)) {
+            let size = i64::from(segment.documents);
+            if fresh.is_empty() || size > total || total + size > MAX_SEGMENT {
+                break;
+            }
+            chosen.push(segment.id);
+            total += size;
+        }
+        if fresh.is_empty() && chosen.is_empty() {
+            continue;
+        }
+        let into = store::knowledge::new_segment(&mut tx, agent, language).await?;
+        let mut documents = store::knowledge::move_segments(&mut tx, &chosen, into).await?;
+        let numbers: Vec<i64> = fresh.iter().map(|d| d.number).collect();
+        store::knowledge::move_fresh(&mut tx, &numbers, into).await?;
+        let revisions: Vec<uuid::Uuid> = fresh.iter().map(|d| d.revision_id.0).collect();
+        let fresh_terms = store::knowledge::take_fresh_terms(&mut tx, &revisions).await?;
+        let old_terms = store::knowledge::take_segment_terms(&mut tx, &chosen).await?;
+        documents.extend(fresh.iter().map(|d| (*d).clone()));
+        let (dropped, kept): (Vec<&Document>, Vec<&Document>) =
+            documents.iter().partition(|d| masked_set.contains(&d.number));
+        let dropped: HashSet<i64> = dropped.iter().map(|d| d.number).collect();
+        let by_revision: HashMap<RevisionId, i64> = fresh.iter().map(|d| (d.revision_id, d.number)).collect();
+        let words = gather(&old_terms, &fresh_terms, &by_revision, &dropped)?;
+        drop((old_terms, fresh_terms));
+        let mut lexemes = Vec::with_capacity(WRITE_CHUNK);
+        let mut passages = Vec::with_capacity(WRITE_CHUNK);
+        let mut encoded = Vec::with_capacity(WRITE_CHUNK);
+        for (lexeme, mut list) in words {
+            list.sort_unstable();
+            list.dedup_by_key(|p| (p.document, p.ordinal));
+            lexemes.push(lexeme);
+            passages.push(i32::try_from(list.len()).unwrap_or(i32::MAX));
+            encoded.push(postings::encode(&list));
+            if lexemes.len() == WRITE_CHUNK {
+                store::knowledge::write_segment_terms(&mut tx, agent, language, into, &lexemes, &passages, &encoded)
+                    .await?;
+                (lexemes, passages, encoded) = (Vec::new(), Vec::new(), Vec::new());
+            }
+        }
+        if !lexemes.is_empty() {
+            store::knowledge::write_segment_terms(&mut tx, agent, language, into, &lexemes, &passages, &encoded)
+                .await?;
+        }
+        let dropped: Vec<i64> = dropped.into_iter().collect();
+        store::knowledge::drop_documents(&mut tx, &dropped).await?;
+        let sizes = kept.iter().fold((0i64, 0i64), |(p, t), d| (p + i64::from(d.passages), t + d.tokens));
+        store::knowledge::finish_segment(&mut tx, into, kept.len() as i64, sizes.0, sizes.1).await?;
+        store::knowledge::drop_segments(&mut tx, &chosen).await?;
+        merged.fresh += fresh.len();
+        merged.segments += chosen.len();
+        merged.dropped += dropped.len();
+    }
+    tx.commit().await?;
+    Ok(Some(merged))
+}
+
+/// Every word's postings from the segments and fresh documents merged,
+/// dropped documents left out.
+fn gather(
+    old: &[(String, Vec<u8>)],
+    fresh: &[store::knowledge::FreshTerm],
+    by_revision: &HashMap<RevisionId, i64>,
+    dropped: &HashSet<i64>,
+) -> Result<BTreeMap<String, Vec<Posting>>> {
+    let mut words: BTreeMap<String, Vec<Posting>> = BTreeMap::new();
+    for (lexeme, bytes) in old {
+        let list = words.entry(lexeme.clone()).or_default();
+        postings::decode(bytes, |p| {
+            if !dropped.contains(&p.document) {
+                list.push(p);
+            }
+        })
+        .ok_or_else(|| Error::internal(format!("the stored postings of {lexeme:?} cannot be read")))?;
+    }
+    for term in fresh {
+        let Some(&document) = by_revision.get(&term.revision_id) else { continue };
+        if dropped.contains(&document) {
+            continue;
+        }
+        let list = words.entry(term.lexeme.clone()).or_default();
+        let each = term.ordinals.iter().zip(&term.counts).zip(&term.title_counts).zip(&term.lengths);
+        list.extend(each.map(|(((ordinal, count), title_count), length)| Posting {
+            document,
+            ordinal: *ordinal,
+            count: *count,
+            title_count: *title_count,
+            length: *length,
+        }));
+    }
+    words.retain(|_, list| !list.is_empty());
+    Ok(words)
+}
