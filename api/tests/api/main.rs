@@ -23,5 +23,6 @@ mod public;
 mod reconcile;
 mod resource_metadata;
 mod revision_states;
+mod usage;
 mod widget_public;
 mod workspaces;
