@@ -23,6 +23,7 @@ mod public;
 mod reconcile;
 mod resource_metadata;
 mod revision_states;
+mod statistics;
 mod usage;
 mod widget_public;
 mod workspaces;

@@ -16,6 +16,7 @@
 
 pub mod passages;
 mod process;
+pub mod statistics;
 mod sweep;
 pub mod waits;
 

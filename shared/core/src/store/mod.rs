@@ -20,6 +20,7 @@ pub mod invites;
 pub mod knowledge;
 pub mod members;
 pub mod reconcile;
+pub mod statistics;
 pub mod types;
 pub mod usage;
 pub mod users;
