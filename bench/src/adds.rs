@@ -11,6 +11,10 @@
 //! statistics does so) and once with `ANALYZE` of the knowledge tables by hand
 //! after each tenth, as fresh autovacuum statistics would be.
 //!
+//! With `SVC_BENCH_SLOW_PLANS_MS=N` PostgreSQL logs the plan of every
+//! statement slower than N ms (`auto_explain`, in the server's log): how the
+//! statements that slow down as the Agent grows were found.
+//!
 //! `cargo build --release --workspace --bins &&
 //!  target/release/svc-bench adds [--sources 20000] [--size 400] [--clients 8]
 //!    [--workers 1] [--rounds 1] [--bins DIR,DIR] [--corpus PATH]`
@@ -126,9 +130,24 @@ pub async fn run(args: Vec<String>) -> anyhow::Result<()> {
 }
 
 /// One import into a new Agent with the build in `bins`.
-async fn import(options: &Options, bins: &std::path::Path, analyze: bool, documents: Arc<Vec<String>>) -> anyhow::Result<Rates> {
+async fn import(
+    options: &Options,
+    bins: &std::path::Path,
+    analyze: bool,
+    documents: Arc<Vec<String>>,
+) -> anyhow::Result<Rates> {
     let scratch = Scratch::create("adds").await?;
     let pool = svc_core::runtime::connect_unbounded(&scratch.url, 2)?;
+    if let Ok(ms) = std::env::var("SVC_BENCH_SLOW_PLANS_MS") {
+        let ms: u64 = ms.parse().context("SVC_BENCH_SLOW_PLANS_MS")?;
+        let database: String = sqlx::query_scalar("SELECT current_database()").fetch_one(&pool).await?;
+        for setting in [
+            "session_preload_libraries = 'auto_explain'".to_owned(),
+            format!("auto_explain.log_min_duration = '{ms}ms'"),
+        ] {
+            sqlx::query(sqlx::AssertSqlSafe(format!("ALTER DATABASE {database} SET {setting}"))).execute(&pool).await?;
+        }
+    }
     let api_binary = bins.join("svc-api");
     let migrated = tokio::process::Command::new(&api_binary)
         .arg("migrate")
@@ -215,7 +234,12 @@ async fn import(options: &Options, bins: &std::path::Path, analyze: bool, docume
                         "content": content,
                     });
                     let added = client
-                        .post_json("/api/public/operations/knowledge-sources/add", Some(&token), Some(&workspace), &input)
+                        .post_json(
+                            "/api/public/operations/knowledge-sources/add",
+                            Some(&token),
+                            Some(&workspace),
+                            &input,
+                        )
                         .await;
                     anyhow::ensure!(added.status == 200, "add {i}: {}", added.text());
                 }
