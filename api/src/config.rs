@@ -26,6 +26,7 @@ pub const DEFAULT_BODY_READ_TIMEOUT_SECS: u64 = 30;
 pub const DEFAULT_LARGE_BODY_BUDGET_MIB: u64 = 1024;
 pub const DEFAULT_LARGE_BODY_WAIT_SECS: u64 = 10;
 pub const DEFAULT_WORKSPACE_TURN_WAIT_SECS: u64 = 10;
+pub const DEFAULT_WORKSPACE_WRITES: usize = 4;
 pub const DEFAULT_LLM_TIMEOUT_SECS: u64 = 20;
 pub const DEFAULT_PUBLIC_ANSWERS_PER_MINUTE: u32 = 30;
 pub const DEFAULT_WAIT_CACHE_ENTRIES: usize = 10_000;
@@ -122,6 +123,11 @@ pub struct ServeConfig {
     /// waits for its Workspace's turn before 503 with `Retry-After`.
     #[arg(long, env = "SVC_WORKSPACE_TURN_WAIT_SECS", default_value_t = DEFAULT_WORKSPACE_TURN_WAIT_SECS)]
     pub workspace_turn_wait_secs: u64,
+    /// Limit-consuming writes of one Workspace that run at once in this process
+    /// (each holds a pooled connection): keep it well below
+    /// `SVC_DATABASE_MAX_CONNECTIONS`, so one tenant cannot take the pool.
+    #[arg(long, env = "SVC_WORKSPACE_WRITES", default_value_t = DEFAULT_WORKSPACE_WRITES)]
+    pub workspace_writes: usize,
     /// Sources still being processed whose `knowledge_source.wait` answer this
     /// process keeps until PostgreSQL says they changed (0: every wait reads
     /// PostgreSQL).
@@ -240,6 +246,7 @@ impl ServeConfig {
     pub fn core_with(&self, oidc: Option<OidcConfig>) -> CoreConfig {
         let mut core = CoreConfig::new(self.public_base_url(), oidc);
         core.gate_wait = Duration::from_secs(self.workspace_turn_wait_secs);
+        core.workspace_writes = self.workspace_writes;
         core.wait_cache_entries = self.wait_cache_entries;
         core.wait_cache_max_age = Duration::from_millis(self.wait_cache_max_age_ms);
         core
@@ -331,6 +338,7 @@ impl Default for ServeConfig {
             large_body_budget_mib: DEFAULT_LARGE_BODY_BUDGET_MIB,
             large_body_wait_secs: DEFAULT_LARGE_BODY_WAIT_SECS,
             workspace_turn_wait_secs: DEFAULT_WORKSPACE_TURN_WAIT_SECS,
+            workspace_writes: DEFAULT_WORKSPACE_WRITES,
             wait_cache_entries: DEFAULT_WAIT_CACHE_ENTRIES,
             wait_cache_max_age_ms: DEFAULT_WAIT_CACHE_MAX_AGE_MS,
             llm_base_url: None,

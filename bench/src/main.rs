@@ -9,11 +9,15 @@
 //!   Needs the release binaries: `cargo build --release --workspace --bins`.
 //! - `reconcile`: a 100 x 750,000-byte manifest applied with 1 and 2 workers,
 //!   and planned against an Agent that already has it.
+//! - `adds`: `knowledge_source.add` per second from 8 clients into one Agent,
+//!   at the start and the end of an import, with and without manual ANALYZE,
+//!   for one or several builds side by side.
 //! - `answers`: the answer engine's ranking quality (nDCG@5 beside BM25) and
 //!   speed (answers/s, p99, retrieval time) with the same stack.
 //! - `fairness`: one Workspace's small source beside another's backlog, with
 //!   1 and 2 workers, and the cost of a look at the turn order.
 
+mod adds;
 mod answers;
 mod common;
 mod corpus;
@@ -34,10 +38,11 @@ fn main() -> anyhow::Result<()> {
         match command.as_str() {
             "requests" => requests::run(args).await,
             "ingest" => ingest::run(args).await,
+            "adds" => adds::run(args).await,
             "answers" => answers::run(args).await,
             "reconcile" => reconcile::run(args).await,
             "fairness" => fairness::run(args).await,
-            other => anyhow::bail!("unknown benchmark {other}: requests, ingest, reconcile, answers or fairness"),
+            other => anyhow::bail!("unknown benchmark {other}: requests, ingest, adds, reconcile, answers or fairness"),
         }
     })
 }

@@ -45,6 +45,11 @@ pub struct Config {
     /// Milliseconds between looks at the queue when idle.
     #[arg(long, env = "SVC_WORKER_POLL_MS", default_value_t = 100)]
     pub poll_ms: u64,
+    /// Seconds between looks at the knowledge tables' statistics, shared by all
+    /// replicas: tables that changed a lot since their last analyze are
+    /// analyzed (0: never; leave it to autovacuum).
+    #[arg(long, env = "SVC_ANALYZE_INTERVAL_SECS", default_value_t = 60)]
+    pub analyze_interval_secs: u64,
     /// Seconds in-flight jobs get to finish after SIGTERM.
     #[arg(long, env = "SVC_WORKER_SHUTDOWN_GRACE_SECS", default_value_t = 30)]
     pub shutdown_grace_secs: u64,

@@ -78,6 +78,9 @@ async fn run(config: Config) -> anyhow::Result<()> {
         metrics.clone(),
         stop.clone(),
     ));
+    if config.analyze_interval_secs > 0 {
+        tasks.spawn(statistics(pool.clone(), Config::secs(config.analyze_interval_secs), stop.clone()));
+    }
 
     let context = Arc::new(jobs::Context {
         pool,
@@ -143,6 +146,29 @@ async fn run(config: Config) -> anyhow::Result<()> {
     monitored?;
     tracing::info!("svc-worker stopped");
     Ok(())
+}
+
+/// Keeps the knowledge tables' statistics fresh (see
+/// `svc_core::knowledge::statistics`): looks every few seconds, and analyzes
+/// what is due unless a replica did within `interval`.
+async fn statistics(pool: sqlx::PgPool, interval: Duration, stop: CancellationToken) {
+    let look = svc_core::knowledge::statistics::LOOK_EVERY.min(interval);
+    loop {
+        tokio::select! {
+            () = stop.cancelled() => return,
+            () = tokio::time::sleep(look) => {}
+        }
+        let started = std::time::Instant::now();
+        match svc_core::knowledge::statistics::refresh(&pool, interval).await {
+            Ok(tables) if !tables.is_empty() => {
+                tracing::info!(?tables, seconds = started.elapsed().as_secs_f64(), "analyzed knowledge tables")
+            }
+            Ok(_) => {}
+            Err(error) => {
+                tracing::warn!(error = %svc_core::error::chain(&error), "could not analyze; trying next interval")
+            }
+        }
+    }
 }
 
 /// Sweeps now and every `interval` until `stop`; a sweep in progress is finished.

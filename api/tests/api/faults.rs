@@ -229,6 +229,15 @@ async fn hold_usage(pool: &PgPool) -> sqlx::Transaction<'static, sqlx::Postgres>
     holder
 }
 
+/// Holds a lock a promotion's index write waits on (as a frozen replica's open
+/// transaction, or a long one, would) until dropped or rolled back. (Not the
+/// usage row: a first revision's promotion leaves usage alone.)
+async fn hold_index(pool: &PgPool) -> sqlx::Transaction<'static, sqlx::Postgres> {
+    let mut holder = pool_begin(pool).await;
+    sqlx::query("LOCK TABLE knowledge_passages IN SHARE MODE").execute(&mut *holder).await.unwrap();
+    holder
+}
+
 /// Waiting on another holder's lock is contention, not a failed attempt: the
 /// attempt backs off and tries again while it holds its lease, and ends
 /// `active` having spent one attempt, however many lock timeouts it met. (On
@@ -237,7 +246,7 @@ async fn hold_usage(pool: &PgPool) -> sqlx::Transaction<'static, sqlx::Postgres>
 #[sqlx::test(migrations = "../migrations")]
 async fn contention_is_retried_within_one_attempt(pool: PgPool) {
     let (_s, revision) = pending_revision(&pool).await;
-    let holder = hold_usage(&pool).await;
+    let holder = hold_index(&pool).await;
     // The worker's pool gives up on a lock after 100 ms.
     let timeouts = Timeouts { lock: Duration::from_millis(100), ..Timeouts::SERVING };
     let worker = worker_pool(&pool, timeouts);
@@ -255,7 +264,7 @@ async fn contention_is_retried_within_one_attempt(pool: PgPool) {
 #[sqlx::test(migrations = "../migrations")]
 async fn an_attempt_that_lost_its_lease_midway_writes_nothing(pool: PgPool) {
     let (_s, revision) = pending_revision(&pool).await;
-    let holder = hold_usage(&pool).await;
+    let holder = hold_index(&pool).await;
     let timeouts = Timeouts { lock: Duration::from_millis(100), ..Timeouts::SERVING };
     let worker = worker_pool(&pool, timeouts);
     let processing = processing(5);
@@ -293,7 +302,7 @@ async fn an_attempt_that_lost_its_lease_midway_writes_nothing(pool: PgPool) {
 #[sqlx::test(migrations = "../migrations")]
 async fn terminated_worker_sessions_do_not_fail_the_revision(pool: PgPool) {
     let (_s, revision) = pending_revision(&pool).await;
-    let holder = hold_usage(&pool).await;
+    let holder = hold_index(&pool).await;
     let worker = worker_pool(&pool, Timeouts::SERVING);
     let processing = processing(1);
     let running = tokio::spawn(async move { process(&worker, revision, &processing).await });
@@ -362,7 +371,7 @@ async fn a_statement_timeout_ends_the_attempt_and_counts(pool: PgPool) {
 #[sqlx::test(migrations = "../migrations")]
 async fn an_attempt_dropped_midway_stops_renewing_its_lease(pool: PgPool) {
     let (_s, revision) = pending_revision(&pool).await;
-    let holder = hold_usage(&pool).await;
+    let holder = hold_index(&pool).await;
     let worker = worker_pool(&pool, Timeouts::SERVING);
     let processing = Processing { lease: Duration::from_millis(900), ..processing(1) };
     let (w, p) = (worker.clone(), processing.clone());

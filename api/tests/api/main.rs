@@ -24,6 +24,8 @@ mod public;
 mod reconcile;
 mod resource_metadata;
 mod revision_states;
+mod statistics;
 mod turns;
+mod usage;
 mod widget_public;
 mod workspaces;

@@ -32,6 +32,8 @@ pub struct CoreConfig {
     pub oidc: Option<OidcConfig>,
     /// Longest wait of a limit-consuming write for its Workspace's turn.
     pub gate_wait: Duration,
+    /// Limit-consuming writes of one Workspace that run at once in a process.
+    pub workspace_writes: usize,
     /// How many `knowledge_source.wait` answers the process keeps (0: none).
     pub wait_cache_entries: usize,
     /// The longest a kept answer is used (see `knowledge::waits`).
@@ -48,6 +50,7 @@ impl CoreConfig {
             public_base_url,
             oidc,
             gate_wait: Duration::from_secs(10),
+            workspace_writes: 4,
             wait_cache_entries: 0,
             wait_cache_max_age: Duration::from_secs(1),
         }

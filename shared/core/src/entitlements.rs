@@ -213,8 +213,9 @@ pub fn admit(op: &Operation, archived: bool, entitlement: &Entitlement, now: Off
 
 /// Grows the Workspace's usage by `delta` within its limits, in the caller's
 /// transaction: `limit_exceeded` (and nothing written) when a counter the delta
-/// grows would pass its limit. The usage row stays locked until the transaction
-/// ends, so concurrent writers are counted one after another.
+/// grows would pass its limit. One conditional UPDATE checks and counts, so
+/// concurrent writers never pass a limit together; it holds the usage row until
+/// the transaction ends, so the caller makes it its last write.
 pub async fn reserve(
     conn: &mut sqlx::PgConnection,
     workspace: crate::ids::WorkspaceId,
@@ -224,17 +225,44 @@ pub async fn reserve(
     if crate::store::usage::reserve(conn, workspace, delta, entitlement.limit_array()).await?.is_some() {
         return Ok(());
     }
+    match refusal(conn, workspace, entitlement, delta).await? {
+        Some(problem) => Err(problem.into()),
+        // The counters moved between the two statements: nothing was written,
+        // and a retry decides.
+        None => Err(Problem::busy().into()),
+    }
+}
+
+/// `limit_exceeded` when the usage committed now already leaves no room for
+/// `delta` (read without a lock: [`reserve`] decides). A write that meets
+/// another problem before its reservation asks this first, so a call over a
+/// limit is refused for the limit whatever else is wrong with it (contract's
+/// order of checks).
+pub async fn check(
+    conn: &mut sqlx::PgConnection,
+    workspace: crate::ids::WorkspaceId,
+    entitlement: &Entitlement,
+    delta: &Delta,
+) -> crate::error::Result<()> {
+    match refusal(conn, workspace, entitlement, delta).await? {
+        Some(problem) => Err(problem.into()),
+        None => Ok(()),
+    }
+}
+
+/// The limit `delta` would pass from the usage committed now, if any.
+async fn refusal(
+    conn: &mut sqlx::PgConnection,
+    workspace: crate::ids::WorkspaceId,
+    entitlement: &Entitlement,
+    delta: &Delta,
+) -> crate::error::Result<Option<Problem>> {
     let current = crate::store::usage::get(conn, workspace).await?;
     let limit = |key: LimitKey| i64::try_from(entitlement.limit(key)).unwrap_or(i64::MAX);
     let refused = LimitKey::ALL
         .into_iter()
         .find(|key| delta.get(*key) > 0 && current.get(*key).saturating_add(delta.get(*key)) > limit(*key));
-    match refused {
-        Some(key) => Err(limit_problem(key, entitlement.limit(key), current.get(key), delta.get(key)).into()),
-        // The counters moved between the two statements: nothing was written,
-        // and a retry decides.
-        None => Err(Problem::busy().into()),
-    }
+    Ok(refused.map(|key| limit_problem(key, entitlement.limit(key), current.get(key), delta.get(key))))
 }
 
 fn limit_problem(key: LimitKey, max: u64, current: i64, requested: i64) -> Problem {

@@ -1,53 +1,61 @@
-//! One limit-consuming write per Workspace at a time in this process.
+//! A few limit-consuming writes per Workspace at a time in this process.
 //!
-//! Such writes serialize on their Workspace's usage row anyway. Without a gate,
-//! a flood of them in one Workspace would each take a pooled connection and
-//! wait on that row lock, until the whole pool waited and every other tenant's
-//! requests timed out. At the gate they wait in memory instead: at most one
-//! connection per Workspace and process waits on the row, and the wait is
-//! bounded (then `internal_error` 503 with `Retry-After`, nothing written).
+//! Such writes all end on their Workspace's usage row, which each holds only
+//! from its reservation to its commit (see `store::usage`), so several of one
+//! Workspace run side by side. Without a gate, a flood of them in one Workspace
+//! would each take a pooled connection, until the whole pool was busy with one
+//! tenant and every other tenant's requests timed out. At the gate they wait in
+//! memory instead: at most `permits` connections per Workspace and process, and
+//! the wait is bounded (then `internal_error` 503 with `Retry-After`, nothing
+//! written).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use svc_contract::Problem;
-use tokio::sync::OwnedMutexGuard;
+use tokio::sync::OwnedSemaphorePermit;
 
 use crate::ids::WorkspaceId;
 
-type Gate = Arc<tokio::sync::Mutex<()>>;
+type Gate = Arc<tokio::sync::Semaphore>;
 
 pub struct Gates {
     open: Mutex<HashMap<WorkspaceId, Gate>>,
     wait: Duration,
+    permits: usize,
 }
 
 /// A turn at a Workspace's gate; the next caller goes when it is dropped.
 pub struct Turn<'a> {
     gates: &'a Gates,
     workspace: WorkspaceId,
-    guard: Option<OwnedMutexGuard<()>>,
+    guard: Option<OwnedSemaphorePermit>,
 }
 
 impl Gates {
-    /// Gates whose callers wait at most `wait` for their turn.
-    pub fn new(wait: Duration) -> Self {
-        Self { open: Mutex::new(HashMap::new()), wait }
+    /// Gates that let `permits` callers per Workspace in at once (at least
+    /// one), the others waiting at most `wait` for their turn.
+    pub fn new(wait: Duration, permits: usize) -> Self {
+        Self { open: Mutex::new(HashMap::new()), wait, permits: permits.max(1) }
     }
 
     /// Waits for `workspace`'s turn: `busy` after the configured wait.
     pub async fn enter(&self, workspace: WorkspaceId) -> Result<Turn<'_>, Problem> {
         let gate = match self.open.lock() {
-            Ok(mut open) => open.entry(workspace).or_default().clone(),
+            Ok(mut open) => {
+                open.entry(workspace).or_insert_with(|| Arc::new(tokio::sync::Semaphore::new(self.permits))).clone()
+            }
             Err(_) => {
                 tracing::error!(%workspace, "the gates' lock is poisoned (a panic while it was held)");
                 return Err(Problem::internal());
             }
         };
         let mut turn = Turn { gates: self, workspace, guard: None };
-        match tokio::time::timeout(self.wait, gate.lock_owned()).await {
-            Ok(guard) => {
+        match tokio::time::timeout(self.wait, gate.acquire_owned()).await {
+            // The semaphore is never closed.
+            Ok(Err(_)) => Err(Problem::internal()),
+            Ok(Ok(guard)) => {
                 turn.guard = Some(guard);
                 Ok(turn)
             }
@@ -83,7 +91,7 @@ mod tests {
 
     #[tokio::test]
     async fn one_turn_at_a_time_per_workspace_and_bounded_waits() {
-        let gates = Gates::new(Duration::from_millis(50));
+        let gates = Gates::new(Duration::from_millis(50), 1);
         let (a, b) = (WorkspaceId::new(), WorkspaceId::new());
         let first = gates.enter(a).await.unwrap();
         // Another Workspace goes at once; the same one waits, then is refused.
@@ -101,7 +109,7 @@ mod tests {
 
     #[tokio::test]
     async fn waiters_go_in_turn() {
-        let gates = Arc::new(Gates::new(Duration::from_secs(30)));
+        let gates = Arc::new(Gates::new(Duration::from_secs(30), 1));
         let ws = WorkspaceId::new();
         let inside = Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let mut tasks = tokio::task::JoinSet::new();
@@ -117,5 +125,20 @@ mod tests {
         }
         tasks.join_all().await;
         assert_eq!(gates.in_use(), 0);
+    }
+
+    #[tokio::test]
+    async fn a_workspace_lets_its_permits_in_at_once() {
+        let gates = Gates::new(Duration::from_millis(50), 3);
+        let ws = WorkspaceId::new();
+        let inside: Vec<_> = [gates.enter(ws).await, gates.enter(ws).await, gates.enter(ws).await]
+            .into_iter()
+            .map(|turn| turn.expect("three permits"))
+            .collect();
+        let refused = gates.enter(ws).await.err().expect("the fourth waits, then is refused");
+        assert!(refused.unavailable);
+        drop(inside);
+        assert_eq!(gates.in_use(), 0);
+        let _again = gates.enter(ws).await.expect("room again");
     }
 }

@@ -318,7 +318,7 @@ enum Step {
 
 /// Applies the next entry of the Agent's oldest run in one transaction. The run
 /// row is locked first (only appliers lock run rows), then the Workspace, its
-/// usage and sources in the store's order.
+/// sources, and its usage row last, in the store's order.
 async fn step(pool: &PgPool, agent: AgentId) -> Result<Step> {
     let mut conn = pool.acquire().await?;
     let mut tx = conn.begin().await?;

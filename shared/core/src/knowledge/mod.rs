@@ -11,12 +11,14 @@
 //!
 //! Usage (`knowledge_bytes`) counts the content of revisions that are pending,
 //! processing or active: every change of a revision's state in or out of those
-//! adjusts it in the same transaction.
+//! adjusts it in the same transaction, as that transaction's last write (the
+//! Workspace's usage row is shared by all its writers: see `store::usage`).
 
 pub mod merge;
 pub mod passages;
 pub mod postings;
 mod process;
+pub mod statistics;
 mod sweep;
 pub mod waits;
 
@@ -199,7 +201,9 @@ async fn hold_agent(conn: &mut PgConnection, scope: Scope<'_>) -> Result<()> {
 }
 
 /// knowledge_source.add: a new source with a pending revision, within the
-/// `knowledge_sources` and `knowledge_bytes` limits.
+/// `knowledge_sources` and `knowledge_bytes` limits. The usage is reserved
+/// last, after the inserts, so concurrent adds of a Workspace wait for each
+/// other only for the end of a transaction.
 pub async fn add(
     conn: &mut PgConnection,
     scope: Scope<'_>,
@@ -207,15 +211,13 @@ pub async fn add(
     submission: Submission<'_>,
 ) -> Result<(SourceId, Job)> {
     submission.verify()?;
-    if store::agents::get(conn, scope.workspace, scope.agent).await?.is_none() {
-        return Err(agent_not_found().into());
-    }
-    let wanted = Delta::of(LimitKey::KnowledgeSources, 1).and(Delta::of(LimitKey::KnowledgeBytes, submission.bytes()));
-    crate::entitlements::reserve(conn, scope.workspace, scope.entitlement, &wanted).await?;
     hold_agent(conn, scope).await?;
+    let wanted = Delta::of(LimitKey::KnowledgeSources, 1).and(Delta::of(LimitKey::KnowledgeBytes, submission.bytes()));
     let (source, revision) = (SourceId::new(), RevisionId::new());
     let first = submission.new_revision(revision, source, scope.workspace, scope.agent);
     if !store::knowledge::insert_source(conn, key, &first).await? {
+        // Over a limit, the limit is the answer (the contract's order of checks).
+        crate::entitlements::check(conn, scope.workspace, scope.entitlement, &wanted).await?;
         let existing = store::knowledge::id_by_key(conn, scope.agent, key).await?;
         let mut problem =
             Problem::invalid("key_exists", "A live source of this Agent already has this key.").with_detail("key", key);
@@ -225,6 +227,7 @@ pub async fn add(
         return Err(problem.into());
     }
     store::knowledge::insert_revision(conn, &first).await?;
+    crate::entitlements::reserve(conn, scope.workspace, scope.entitlement, &wanted).await?;
     Ok((source, Job::ProcessRevision { revision }))
 }
 
@@ -247,7 +250,6 @@ pub async fn replace(
     submission: Submission<'_>,
 ) -> Result<Replaced> {
     submission.verify()?;
-    store::usage::lock(conn, scope.workspace).await?;
     let held =
         store::knowledge::lock(conn, scope.workspace, scope.agent, source).await?.ok_or_else(source_not_found)?;
     replace_held(conn, scope, &held, submission).await
@@ -263,30 +265,30 @@ pub async fn replace_held(
     if submission.matches(&held.latest) && held.latest.state.holds_content() {
         return Ok(Replaced::Unchanged);
     }
+    let mut freed = 0;
     if let Some(candidate) = &held.candidate
         && candidate.state.is_unfinished()
         && let Some((_, bytes)) = store::knowledge::fail(conn, candidate.id, error_code::SUPERSEDED).await?
     {
-        store::usage::adjust(conn, scope.workspace, &Delta::of(LimitKey::KnowledgeBytes, -bytes)).await?;
+        freed = bytes;
     }
-    crate::entitlements::reserve(
-        conn,
-        scope.workspace,
-        scope.entitlement,
-        &Delta::of(LimitKey::KnowledgeBytes, submission.bytes()),
-    )
-    .await?;
     let revision = RevisionId::new();
     store::knowledge::insert_revision(conn, &submission.new_revision(revision, held.id, scope.workspace, scope.agent))
         .await?;
     store::knowledge::set_candidate(conn, held.id, revision).await?;
+    // Usage last: the superseded candidate's bytes are freed before the new
+    // revision's are checked against the limit.
+    if freed > 0 {
+        store::usage::adjust(conn, scope.workspace, &Delta::of(LimitKey::KnowledgeBytes, -freed)).await?;
+    }
+    let wanted = Delta::of(LimitKey::KnowledgeBytes, submission.bytes());
+    crate::entitlements::reserve(conn, scope.workspace, scope.entitlement, &wanted).await?;
     Ok(Replaced::Candidate(Job::ProcessRevision { revision }))
 }
 
 /// knowledge_source.delete: the source stops answering at once and is gone
 /// from list and inspect; an unfinished candidate is failed, and its usage freed.
 pub async fn delete(conn: &mut PgConnection, scope: Scope<'_>, source: SourceId) -> Result<()> {
-    store::usage::lock(conn, scope.workspace).await?;
     let held =
         store::knowledge::lock(conn, scope.workspace, scope.agent, source).await?.ok_or_else(source_not_found)?;
     delete_held(conn, scope, &held).await
@@ -310,13 +312,11 @@ pub async fn delete_held(conn: &mut PgConnection, scope: Scope<'_>, held: &HeldS
     Ok(())
 }
 
-/// Deletes every live source of an Agent being deleted, freeing their usage.
-/// The caller holds the Workspace's usage row.
-pub async fn delete_all_of(conn: &mut PgConnection, workspace: WorkspaceId, agent: AgentId) -> Result<()> {
+/// Deletes every live source of an Agent being deleted; returns the usage
+/// they freed, for the caller to apply as its last write.
+pub async fn delete_all_of(conn: &mut PgConnection, agent: AgentId) -> Result<Delta> {
     let (sources, freed) = store::knowledge::delete_all_of(conn, agent).await?;
-    let delta = Delta::of(LimitKey::KnowledgeSources, -sources).and(Delta::of(LimitKey::KnowledgeBytes, -freed));
-    store::usage::adjust(conn, workspace, &delta).await?;
-    Ok(())
+    Ok(Delta::of(LimitKey::KnowledgeSources, -sources).and(Delta::of(LimitKey::KnowledgeBytes, -freed)))
 }
 
 /// A source as knowledge_source.wait reports it.

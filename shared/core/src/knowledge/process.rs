@@ -248,8 +248,10 @@ enum Promotion {
 }
 
 /// Writes the passages and promotes the revision, all in one transaction. Locks
-/// follow the store's order: the Workspace's usage row, the source, then
-/// revisions.
+/// follow the store's order: the source, then revisions, and the Workspace's
+/// usage row last, only when a replaced revision frees bytes: a first revision
+/// leaves usage alone (its bytes were counted when it was added), so
+/// promotions never hold up the Workspace's adds.
 async fn promote(
     pool: &PgPool,
     revision: RevisionId,
@@ -276,7 +278,6 @@ async fn promote(
         tx.rollback().await?;
         return Ok(Promotion::Empty);
     }
-    store::usage::lock(&mut tx, material.workspace_id).await?;
     let Some(previous) = store::knowledge::active_of(&mut tx, material.source_id).await? else {
         tx.rollback().await?;
         return Ok(Promotion::Superseded);
@@ -306,12 +307,12 @@ pub async fn fail(pool: &PgPool, revision: RevisionId, code: &'static str) -> Re
         tx.rollback().await?;
         return Ok(Outcome::Skipped);
     };
-    store::usage::lock(&mut tx, workspace).await?;
     store::knowledge::lock_source_of(&mut tx, revision).await?;
     let Some((_, bytes)) = store::knowledge::fail(&mut tx, revision, code).await? else {
         tx.rollback().await?;
         return Ok(Outcome::Skipped);
     };
+    // Usage last (see `store::usage`).
     store::usage::adjust(&mut tx, workspace, &Delta::of(LimitKey::KnowledgeBytes, -bytes)).await?;
     tx.commit().await?;
     Ok(Outcome::Failed(code))

@@ -9,7 +9,7 @@ use svc_contract::resources::{self, AgentConfiguration, AgentStatus};
 use svc_contract::schema::True;
 
 use super::{Ctx, Done, Handler, Lock, Page};
-use crate::entitlements::LimitKey;
+use crate::entitlements::{self, LimitKey};
 use crate::error::Result;
 use crate::ids::AgentId;
 use crate::store::agents::{AgentRow, NewAgent};
@@ -79,7 +79,7 @@ impl Handler for Create {
 
     async fn handle(ctx: &Ctx<'_>, conn: &mut PgConnection, input: CreateInput) -> Result<Done<AgentOutput>> {
         let ws = ctx.workspace()?;
-        super::reserve(ctx, conn, &Delta::of(LimitKey::Agents, 1)).await?;
+        let wanted = Delta::of(LimitKey::Agents, 1);
         let mut agent = NewAgent {
             id: AgentId::new(),
             workspace_id: ws.id,
@@ -92,13 +92,20 @@ impl Handler for Create {
         let row = match &input.slug {
             Some(slug) => {
                 agent.slug = slug;
-                store::agents::insert(conn, &agent).await?.ok_or_else(|| {
-                    Problem::invalid("slug_taken", format!("An Agent of this Workspace already has the slug `{slug}`."))
-                        .with_detail("slug", slug.as_str())
-                })?
+                match store::agents::insert(conn, &agent).await? {
+                    Some(row) => row,
+                    None => {
+                        // Over the limit, the limit is the answer (the contract's order of checks).
+                        entitlements::check(conn, ws.id, ctx.held.as_ref().unwrap_or(&ws.entitlement), &wanted).await?;
+                        let message = format!("An Agent of this Workspace already has the slug `{slug}`.");
+                        return Err(Problem::invalid("slug_taken", message).with_detail("slug", slug.as_str()).into());
+                    }
+                }
             }
             None => store::insert_with_free_slug(conn, &agent, &slug::derive(&input.name, "agent")).await?,
         };
+        // Usage last (see `store::usage`).
+        super::reserve(ctx, conn, &wanted).await?;
         Ok(AgentOutput { agent: row.into() }.into())
     }
 }
@@ -143,15 +150,15 @@ impl Handler for Delete {
         }
         let id = agent_id(&input.agent_id)?;
         let ws = ctx.workspace()?.id;
-        store::usage::lock(conn, ws).await?;
         if !store::agents::soft_delete(conn, ws, id).await? {
             return Err(not_found().into());
         }
-        crate::knowledge::delete_all_of(conn, ws, id).await?;
+        let freed = crate::knowledge::delete_all_of(conn, id).await?;
         // Its Public Chat and Widget go too: nothing of a deleted Agent stays
         // readable (reads join the live Agent as well).
         store::chat::forget(conn, id).await?;
-        store::usage::adjust(conn, ws, &Delta::of(LimitKey::Agents, -1)).await?;
+        // Usage last (see `store::usage`).
+        store::usage::adjust(conn, ws, &freed.and(Delta::of(LimitKey::Agents, -1))).await?;
         let output = DeleteOutput { agent_id: id.to_string(), deleted: True };
         Ok(Done::from(output).forgetting(crate::knowledge::waits::Stale::Agent(id)))
     }

@@ -45,7 +45,8 @@ async fn lock_key(ctx: &Ctx<'_>, conn: &mut PgConnection, id: &str) -> Result<Ap
     Ok(store::api_keys::lock(conn, ctx.workspace()?.id, id).await?.ok_or_else(not_found)?)
 }
 
-/// Makes and stores a key with a fresh secret, within the `api_keys` limit.
+/// Makes and stores a key with a fresh secret, within the `api_keys` limit
+/// (reserved last: see `store::usage`).
 async fn issue(
     ctx: &Ctx<'_>,
     conn: &mut PgConnection,
@@ -55,7 +56,6 @@ async fn issue(
     rotated_from_id: Option<ApiKeyId>,
 ) -> Result<SecretOutput> {
     let ws = ctx.workspace()?;
-    super::reserve(ctx, conn, &Delta::of(LimitKey::ApiKeys, 1)).await?;
     let created_by = ctx.user_id()?;
     for _ in 0..3 {
         let key = api_key::generate().map_err(|e| Error::internal(format!("no randomness: {e}")))?;
@@ -71,6 +71,7 @@ async fn issue(
             rotated_from_id,
         };
         if let Some(row) = store::api_keys::insert(conn, &new).await? {
+            super::reserve(ctx, conn, &Delta::of(LimitKey::ApiKeys, 1)).await?;
             return Ok(SecretOutput { api_key: row.into(), secret: Some(key.secret), secret_returned: true });
         }
     }

@@ -12,8 +12,8 @@
 //! - [`write`]: one transaction with the idempotency record; the selected
 //!   Workspace is held (FOR SHARE) and its archive state and Entitlement checked
 //!   again under that lock; a handler that consumes a limit waits its turn at the
-//!   Workspace's gate before it takes a connection; jobs the handler returns are
-//!   enqueued after the commit.
+//!   Workspace's gate (a few per Workspace at once) before it takes a
+//!   connection; jobs the handler returns are enqueued after the commit.
 
 mod agent;
 mod api_key;
@@ -74,7 +74,8 @@ impl Ctx<'_> {
 
 /// Grows the selected Workspace's usage by `delta` within its limits, as they
 /// stood when the mutation took the Workspace's lock (`limit_exceeded`, and
-/// nothing written, otherwise).
+/// nothing written, otherwise). The usage row stays locked until the commit:
+/// call it after the handler's other writes (see `store::usage`).
 pub(crate) async fn reserve(ctx: &Ctx<'_>, conn: &mut PgConnection, delta: &Delta) -> Result<()> {
     let ws = ctx.workspace()?;
     entitlements::reserve(conn, ws.id, ctx.held.as_ref().unwrap_or(&ws.entitlement), delta).await
@@ -86,8 +87,9 @@ pub(crate) enum Lock {
     /// Held FOR SHARE and checked again (archived, Entitlement).
     Shared,
     /// As `Shared`, and the call consumes a limit: it first waits its turn at the
-    /// Workspace's gate, holding no pooled connection while it waits, because its
-    /// transaction will serialize on the Workspace's usage row.
+    /// Workspace's gate, holding no pooled connection while it waits, so one
+    /// Workspace's flood of writes (which all end on its usage row) cannot take
+    /// the whole pool.
     Limited,
 }
 

@@ -2,9 +2,11 @@
 //! connection (a pooled one, or a transaction) and return plain rows.
 //!
 //! Transactions that lock several rows take them in one order, so two of them
-//! can never wait on each other: the Workspace row, then its usage row, then
-//! the Agent, then its Public Chat and Widget rows or its Knowledge Sources,
-//! then their revisions, then reconcile runs.
+//! can never wait on each other: the Workspace row, then the Agent, then its
+//! Public Chat and Widget rows or its Knowledge Sources, then their revisions,
+//! then reconcile runs, and the Workspace's usage row last. Every writer of a
+//! Workspace ends on that one row, so each takes it with its last statement
+//! and holds it only until its commit (see [`usage`]).
 
 pub mod advisory;
 pub mod agents;
@@ -18,6 +20,7 @@ pub mod invites;
 pub mod knowledge;
 pub mod members;
 pub mod reconcile;
+pub mod statistics;
 pub mod types;
 pub mod usage;
 pub mod users;

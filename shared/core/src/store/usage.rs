@@ -1,5 +1,15 @@
 //! What a Workspace uses of its limits: one `workspace_usage` row, changed by the
 //! writes that change usage, in their own transactions.
+//!
+//! Every writer of a Workspace ends on this row, so a writer takes it last and
+//! briefly: its one usage statement ([`reserve`] or [`adjust`]) comes after its
+//! other writes, just before the commit. The statement itself is the lock (an
+//! UPDATE holds the row until the transaction ends) and, for [`reserve`], the
+//! limit check: two writers never read the same usage and both pass. Nothing
+//! waits on another row while holding this one, so writers of one Workspace
+//! wait for each other only for the end of a transaction, never for its work
+//! (an add's inserts, a promotion's index write), and usage changes in the
+//! same transaction as what it counts: right after a crash too.
 
 use sqlx::PgConnection;
 
@@ -93,8 +103,8 @@ pub async fn get(conn: &mut PgConnection, workspace: WorkspaceId) -> sqlx::Resul
 /// A counter the delta does not grow is not checked, so a Workspace over a
 /// lowered limit can still shrink.
 ///
-/// The row stays locked until the transaction ends: limit-consuming writes of
-/// one Workspace are counted one after another.
+/// The row stays locked until the transaction ends: call it last (see the
+/// module documentation).
 #[tracing::instrument(level = "debug", skip(conn))]
 pub async fn reserve(
     conn: &mut PgConnection,
@@ -144,7 +154,8 @@ pub async fn reserve(
 }
 
 /// Applies `delta` without checking limits: for changes that free what they
-/// count (a deletion, a revision replaced), or that were reserved already.
+/// count (a deletion, a revision replaced), or that were reserved already. The
+/// row stays locked until the transaction ends: call it last.
 #[tracing::instrument(level = "debug", skip(conn))]
 pub async fn adjust(conn: &mut PgConnection, workspace: WorkspaceId, delta: &Delta) -> sqlx::Result<()> {
     sqlx::query!(
@@ -163,20 +174,6 @@ pub async fn adjust(conn: &mut PgConnection, workspace: WorkspaceId, delta: &Del
         delta.knowledge_bytes,
     )
     .execute(conn)
-    .await?;
-    Ok(())
-}
-
-/// Locks the usage row until the transaction ends, changing nothing: writes
-/// that lock a Workspace's knowledge rows take it first (see the store's lock
-/// order), so they never wait on each other the other way round.
-#[tracing::instrument(level = "debug", skip(conn))]
-pub async fn lock(conn: &mut PgConnection, workspace: WorkspaceId) -> sqlx::Result<()> {
-    sqlx::query!(
-        "SELECT 1 AS locked FROM workspace_usage WHERE workspace_id = $1 FOR UPDATE",
-        workspace as WorkspaceId
-    )
-    .fetch_one(conn)
     .await?;
     Ok(())
 }

@@ -21,7 +21,7 @@ pub struct Job {
 
 /// Locks the source of a revision (live or not) until the transaction ends,
 /// before a change to the revision that the source shows: the store's lock
-/// order is the Workspace's usage row, the source, then its revisions.
+/// order is the source, then its revisions (and the usage row last).
 #[tracing::instrument(level = "debug", skip(conn))]
 pub async fn lock_source_of(conn: &mut PgConnection, revision: RevisionId) -> sqlx::Result<()> {
     sqlx::query!(

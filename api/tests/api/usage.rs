@@ -1,0 +1,193 @@
+//! Usage under concurrent writes (issue 23, 2a): the Entitlement stays exact
+//! while a Workspace's writes run side by side, and no write holds the
+//! Workspace's usage row while it waits for anything else.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use sqlx::PgPool;
+use svc_core::ids::RevisionId;
+use svc_core::knowledge::{Outcome, Processing, process};
+
+use crate::helpers::{Tenant, assert_ok, assert_problem};
+use crate::knowledge::{add_input, processing};
+
+fn digest(content: &str) -> String {
+    svc_contract::digest::sha256_prefixed(content.as_bytes())
+}
+
+fn replace_input(agent: &str, source: &str, revision: &str, content: &str) -> Value {
+    json!({
+        "agentId": agent, "sourceId": source, "title": "Replaced", "provenance": { "kind": "manual", "uri": "n" },
+        "revision": revision, "digest": digest(content), "content": content,
+    })
+}
+
+fn pending_of(source: &Value) -> RevisionId {
+    RevisionId::parse(source["pendingRevision"]["id"].as_str().expect("a pending revision")).unwrap()
+}
+
+/// The usage the Entitlement reports, beside the usage counted from the rows.
+async fn usage_and_recount(s: &Tenant) -> ((i64, i64), (i64, i64)) {
+    let data = s.ok("workspaces/entitlements/inspect", json!({})).await;
+    let usage = &data["entitlement"]["usage"];
+    let reported = (usage["knowledge_sources"].as_i64().unwrap(), usage["knowledge_bytes"].as_i64().unwrap());
+    let sources = s.app.count("SELECT count(*) FROM knowledge_sources WHERE deleted_at IS NULL").await;
+    let bytes = s
+        .app
+        .count(
+            "SELECT coalesce(sum(content_bytes), 0)::bigint FROM knowledge_revisions
+             WHERE state IN ('pending', 'processing', 'active')",
+        )
+        .await;
+    (reported, (sources, bytes))
+}
+
+/// 16 adds at once where exactly `fit` fit: exactly `fit` succeed, the others
+/// are refused for the limit, and usage is the sum of what was added.
+async fn racing_adds(s: &Tenant, limits: &[&str], fit: usize, refused_for: &str) {
+    svc_core::admin::plan_set(&s.app.pool, &s.ws, "pro", &limits.iter().map(|l| (*l).to_owned()).collect::<Vec<_>>())
+        .await
+        .unwrap();
+    let mut adds = tokio::task::JoinSet::new();
+    for i in 0..16 {
+        let (app, token, ws, agent) = (s.app.clone(), s.owner.token.clone(), s.ws.clone(), s.agent.clone());
+        adds.spawn(async move {
+            let content = format!("{:0>100}", i);
+            app.op("knowledge-sources/add", &token, Some(&ws), add_input(&agent, &format!("k{i}"), &content)).await
+        });
+    }
+    let responses = adds.join_all().await;
+    let added = responses.iter().filter(|r| r.status == 200).count();
+    assert_eq!(added, fit, "exactly the adds that fit succeed");
+    for response in responses.iter().filter(|r| r.status != 200) {
+        let body = assert_problem(response, 403, "limit_exceeded");
+        assert_eq!(body["error"]["details"]["limit"], refused_for);
+    }
+    let (reported, counted) = usage_and_recount(s).await;
+    assert_eq!(reported, (fit as i64, 100 * fit as i64));
+    assert_eq!(reported, counted);
+}
+
+#[sqlx::test(migrations = "../migrations")]
+async fn concurrent_adds_at_the_sources_limit_never_pass_it(pool: PgPool) {
+    let s = Tenant::new(pool).await;
+    racing_adds(&s, &["knowledge_sources=7"], 7, "knowledge_sources").await;
+}
+
+#[sqlx::test(migrations = "../migrations")]
+async fn concurrent_adds_at_the_bytes_limit_never_pass_it(pool: PgPool) {
+    let s = Tenant::new(pool).await;
+    racing_adds(&s, &["knowledge_bytes=550"], 5, "knowledge_bytes").await;
+}
+
+/// A write that waits for a source (here behind a transaction holding it, as
+/// a long promotion or replace would) holds up no other write of the
+/// Workspace: it has not taken the usage row yet.
+#[sqlx::test(migrations = "../migrations")]
+async fn writes_waiting_for_a_source_hold_up_no_add(pool: PgPool) {
+    let s = Tenant::new(pool).await;
+    let busy =
+        s.ok("knowledge-sources/add", add_input(&s.agent, "busy", "Some busy content.")).await["knowledgeSource"]
+            .clone();
+    let id = busy["id"].as_str().unwrap().to_owned();
+    let mut holder = s.app.pool.begin().await.unwrap();
+    sqlx::query("SELECT 1 FROM knowledge_sources WHERE key = 'busy' FOR UPDATE").execute(&mut *holder).await.unwrap();
+    let mut waiting = tokio::task::JoinSet::new();
+    {
+        let (app, token, ws) = (s.app.clone(), s.owner.token.clone(), s.ws.clone());
+        let input = replace_input(&s.agent, &id, "r2", "Newer busy content.");
+        waiting.spawn(async move { app.op("knowledge-sources/replace", &token, Some(&ws), input).await });
+        let (app, token, ws) = (s.app.clone(), s.owner.token.clone(), s.ws.clone());
+        let input = json!({ "agentId": s.agent, "sourceId": id, "tombstone": true, "prune": true, "confirm": id });
+        waiting.spawn(async move { app.op("knowledge-sources/delete", &token, Some(&ws), input).await });
+    }
+    let blocked =
+        "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()";
+    for _ in 0..3_000 {
+        if s.app.count(blocked).await >= 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // Both writes wait on the source; an add of another source goes through.
+    let add = tokio::time::timeout(
+        Duration::from_secs(30),
+        s.call("knowledge-sources/add", add_input(&s.agent, "free", "Unrelated content.")),
+    )
+    .await
+    .expect("the add waited for writes of another source");
+    assert_ok("knowledge-sources/add", &add);
+    holder.rollback().await.unwrap();
+    for response in waiting.join_all().await {
+        assert_eq!(response.status, 200, "{}", response.text());
+    }
+    let (reported, counted) = usage_and_recount(&s).await;
+    assert_eq!(reported, counted);
+}
+
+/// Adds, promotions, replacements (superseding and superseded), failures and
+/// deletions of many sources at once leave usage equal to what the rows hold.
+#[sqlx::test(migrations = "../migrations")]
+async fn usage_is_exact_after_concurrent_adds_promotions_failures_and_deletes(pool: PgPool) {
+    let s = Tenant::new(pool).await;
+    let mut work = tokio::task::JoinSet::new();
+    for i in 0..18 {
+        let (app, token, ws, agent) = (s.app.clone(), s.owner.token.clone(), s.ws.clone(), s.agent.clone());
+        work.spawn(async move {
+            let call = |path: &'static str, input: Value| {
+                let (app, token, ws) = (app.clone(), token.clone(), ws.clone());
+                async move { assert_ok(path, &app.op(path, &token, Some(&ws), input).await) }
+            };
+            let promote = |revision: RevisionId| {
+                let pool = app.pool.clone();
+                async move { process(&pool, revision, &processing("w")).await.unwrap() }
+            };
+            let content = format!("Source {i} says something worth {} words.", "many ".repeat(i));
+            let added = call("knowledge-sources/add", add_input(&agent, &format!("s{i}"), &content)).await;
+            let source = added["knowledgeSource"].clone();
+            let id = source["id"].as_str().unwrap().to_owned();
+            let replace = |revision: &'static str, content: String| {
+                call("knowledge-sources/replace", replace_input(&agent, &id, revision, &content))
+            };
+            let delete = || {
+                let input =
+                    json!({ "agentId": agent, "sourceId": id, "tombstone": true, "prune": true, "confirm": id });
+                call("knowledge-sources/delete", input)
+            };
+            match i % 6 {
+                0 => assert_eq!(promote(pending_of(&source)).await, Outcome::Promoted),
+                1 => {
+                    promote(pending_of(&source)).await;
+                    let first = replace("r2", format!("{content} Second.")).await["knowledgeSource"].clone();
+                    let second = replace("r3", format!("{content} Third, longer.")).await["knowledgeSource"].clone();
+                    assert_eq!(promote(pending_of(&second)).await, Outcome::Promoted);
+                    assert_eq!(promote(pending_of(&first)).await, Outcome::Skipped, "superseded");
+                }
+                2 => {
+                    promote(pending_of(&source)).await;
+                    delete().await;
+                }
+                3 => {
+                    // Attempts spent: the worker fails it and frees its bytes.
+                    let spent = Processing { max_attempts: 0, ..processing("w") };
+                    let failed = process(&app.pool, pending_of(&source), &spent).await.unwrap();
+                    assert_eq!(failed, Outcome::Failed("internal"));
+                }
+                4 => {
+                    replace("r2", format!("{content} Replaced while pending.")).await;
+                    delete().await;
+                }
+                _ => {
+                    promote(pending_of(&source)).await;
+                    let candidate = replace("r2", "Short.".into()).await["knowledgeSource"].clone();
+                    assert_eq!(promote(pending_of(&candidate)).await, Outcome::Promoted);
+                }
+            }
+        });
+    }
+    work.join_all().await;
+    let (reported, counted) = usage_and_recount(&s).await;
+    assert_eq!(reported, counted, "usage (sources, bytes) as reported and as the rows hold it");
+    assert_eq!(reported.0, 12, "six of eighteen were deleted");
+}

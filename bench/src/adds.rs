@@ -1,0 +1,270 @@
+//! Adds: `knowledge_source.add` per second over HTTP from 8 clients into one
+//! Agent, at the start and at the end of an import of N sources (the first and
+//! the last tenth of the adds), so a fall as the Agent grows shows.
+//!
+//! The API and the workers are real processes started from `--bins`, a
+//! comma-separated list of folders holding `svc-api` and `svc-worker` (default:
+//! this binary's own folder), so an older build (e.g. main's) runs beside this
+//! one in the same session: rounds go build by build, interleaved. Each run
+//! starts from an empty database (migrated by that build) and runs once
+//! without any manual ANALYZE (the service alone: a build that keeps its own
+//! statistics does so) and once with `ANALYZE` of the knowledge tables by hand
+//! after each tenth, as fresh autovacuum statistics would be.
+//!
+//! With `SVC_BENCH_SLOW_PLANS_MS=N` PostgreSQL logs the plan of every
+//! statement slower than N ms (`auto_explain`, in the server's log): how the
+//! statements that slow down as the Agent grows were found.
+//!
+//! `cargo build --release --workspace --bins &&
+//!  target/release/svc-bench adds [--sources 20000] [--size 400] [--clients 8]
+//!    [--workers 1] [--rounds 1] [--bins DIR,DIR] [--corpus PATH]`
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use serde_json::{Value, json};
+use svc_tests::http::HttpClient;
+use svc_tests::process::Spawned;
+use svc_tests::{AUDIENCE, ISSUER, TestIssuer};
+
+use crate::common::Scratch;
+use crate::corpus;
+
+struct Options {
+    sources: usize,
+    size: usize,
+    clients: usize,
+    workers: usize,
+    rounds: usize,
+    bins: Vec<PathBuf>,
+    corpus: PathBuf,
+}
+
+fn options(args: Vec<String>) -> anyhow::Result<Options> {
+    let own = std::env::current_exe()?.parent().context("the binary's folder")?.to_owned();
+    let mut options = Options {
+        sources: 20_000,
+        size: 400,
+        clients: 8,
+        workers: 1,
+        rounds: 1,
+        bins: vec![own],
+        corpus: corpus::default_path(),
+    };
+    let mut args = args.into_iter();
+    while let Some(arg) = args.next() {
+        let value = args.next().context("every option takes a value")?;
+        match arg.as_str() {
+            "--sources" => options.sources = value.parse()?,
+            "--size" => options.size = value.parse()?,
+            "--clients" => options.clients = value.parse()?,
+            "--workers" => options.workers = value.parse()?,
+            "--rounds" => options.rounds = value.parse()?,
+            "--bins" => options.bins = value.split(',').map(PathBuf::from).collect(),
+            "--corpus" => options.corpus = value.into(),
+            other => anyhow::bail!("unknown option {other}"),
+        }
+    }
+    anyhow::ensure!(options.sources >= 10, "--sources must be at least 10");
+    Ok(options)
+}
+
+/// Adds per second over the first and the last tenth of the adds, and overall.
+#[derive(Clone, Copy)]
+struct Rates {
+    first: f64,
+    last: f64,
+    overall: f64,
+}
+
+pub async fn run(args: Vec<String>) -> anyhow::Result<()> {
+    let options = options(args)?;
+    let abstracts = corpus::read(&options.corpus)?;
+    let documents: Arc<Vec<String>> =
+        Arc::new((0..options.sources).map(|i| corpus::document(&abstracts, i as u64, options.size)).collect());
+    let mean = documents.iter().map(String::len).sum::<usize>() / documents.len();
+    println!(
+        "svc-bench adds: {} sources of ~{mean} bytes into one Agent, {} clients, {} worker(s), {} cores",
+        options.sources,
+        options.clients,
+        options.workers,
+        std::thread::available_parallelism().map_or(1, |n| n.get())
+    );
+    let mut results: Vec<(String, &str, Vec<Rates>)> = Vec::new();
+    for round in 0..options.rounds {
+        for bins in &options.bins {
+            for analyze in [false, true] {
+                let rates = import(&options, bins, analyze, documents.clone()).await?;
+                let label = bins.display().to_string();
+                let mode = if analyze { "by hand after each tenth" } else { "none by hand" };
+                eprintln!(
+                    "round {round}, {label}, ANALYZE {mode}: {:.0} → {:.0} adds/s ({:.0} overall)",
+                    rates.first, rates.last, rates.overall
+                );
+                match results.iter_mut().find(|(l, m, _)| *l == label && *m == mode) {
+                    Some((_, _, all)) => all.push(rates),
+                    None => results.push((label, mode, vec![rates])),
+                }
+            }
+        }
+    }
+    println!("\n| build | ANALYZE | adds/s, first 10% | adds/s, last 10% | adds/s, all |");
+    println!("| --- | --- | ---: | ---: | ---: |");
+    for (label, mode, all) in results {
+        let median = |f: fn(&Rates) -> f64| {
+            let mut v: Vec<f64> = all.iter().map(f).collect();
+            v.sort_by(f64::total_cmp);
+            v[v.len() / 2]
+        };
+        println!(
+            "| {label} | {mode} | {:.0} | {:.0} | {:.0} |",
+            median(|r| r.first),
+            median(|r| r.last),
+            median(|r| r.overall)
+        );
+    }
+    Ok(())
+}
+
+/// One import into a new Agent with the build in `bins`.
+async fn import(
+    options: &Options,
+    bins: &std::path::Path,
+    analyze: bool,
+    documents: Arc<Vec<String>>,
+) -> anyhow::Result<Rates> {
+    let scratch = Scratch::create("adds").await?;
+    let pool = svc_core::runtime::connect_unbounded(&scratch.url, 2)?;
+    if let Ok(ms) = std::env::var("SVC_BENCH_SLOW_PLANS_MS") {
+        let ms: u64 = ms.parse().context("SVC_BENCH_SLOW_PLANS_MS")?;
+        let database: String = sqlx::query_scalar("SELECT current_database()").fetch_one(&pool).await?;
+        for setting in [
+            "session_preload_libraries = 'auto_explain'".to_owned(),
+            format!("auto_explain.log_min_duration = '{ms}ms'"),
+        ] {
+            sqlx::query(sqlx::AssertSqlSafe(format!("ALTER DATABASE {database} SET {setting}"))).execute(&pool).await?;
+        }
+    }
+    let api_binary = bins.join("svc-api");
+    let migrated = tokio::process::Command::new(&api_binary)
+        .arg("migrate")
+        .env("DATABASE_URL", &scratch.url)
+        .output()
+        .await
+        .with_context(|| format!("run {}", api_binary.display()))?;
+    anyhow::ensure!(migrated.status.success(), "{}", String::from_utf8_lossy(&migrated.stderr));
+    let namespace = format!("svcbench_adds_{}", std::process::id());
+    let jwks = TestIssuer::shared().jwks_path().to_str().context("a UTF-8 path")?.to_owned();
+    let mut api = Spawned::start_at(
+        &api_binary,
+        &["serve"],
+        &[
+            ("DATABASE_URL", scratch.url.as_str()),
+            ("SVC_BIND", "127.0.0.1:0"),
+            ("SVC_LOG_FORMAT", "json"),
+            ("RUST_LOG", "warn,svc_api=info"),
+            ("SVC_OIDC_ISSUER", ISSUER),
+            ("SVC_OIDC_AUDIENCE", AUDIENCE),
+            ("SVC_OIDC_JWKS_FILE", jwks.as_str()),
+            ("SVC_QUEUE_NAMESPACE", namespace.as_str()),
+        ],
+    );
+    let line = api.wait_for("svc-api listening").await;
+    let log: Value = serde_json::from_str(&line)?;
+    let addr = log["fields"]["addr"].as_str().context("the bound address")?;
+    let client = HttpClient::new(format!("http://{addr}"));
+    svc_core::admin::user_setup(&pool, ISSUER, "adds", "bench@example.test", None).await?;
+    let token = TestIssuer::shared().token("adds");
+    let created = client
+        .post_json("/api/public/operations/workspaces/create", Some(&token), None, &json!({ "name": "adds" }))
+        .await;
+    anyhow::ensure!(created.status == 200, "{}", created.text());
+    let workspace = created.json()["data"]["workspace"]["id"].as_str().context("a Workspace")?.to_owned();
+    let limits = [format!("knowledge_sources={}", options.sources + 10), "knowledge_bytes=100000000000".to_owned()];
+    svc_core::admin::plan_set(&pool, &workspace, "pro", &limits).await?;
+    let agent = client
+        .post_json("/api/public/operations/agents/create", Some(&token), Some(&workspace), &json!({ "name": "adds" }))
+        .await;
+    let agent = agent.json()["data"]["agent"]["id"].as_str().context("an Agent")?.to_owned();
+    let mut workers = Vec::new();
+    for _ in 0..options.workers {
+        let mut worker = Spawned::start_at(
+            &bins.join("svc-worker"),
+            &[],
+            &[
+                ("DATABASE_URL", scratch.url.as_str()),
+                ("SVC_QUEUE_NAMESPACE", namespace.as_str()),
+                ("SVC_WORKER_METRICS_BIND", "127.0.0.1:0"),
+                ("RUST_LOG", "warn,svc_worker=info"),
+            ],
+        );
+        worker.wait_for("svc-worker started").await;
+        workers.push(worker);
+    }
+
+    let next = Arc::new(AtomicUsize::new(0));
+    let tenth = documents.len().div_ceil(10);
+    // Each tenth: its adds and its seconds (an ANALYZE between tenths is not counted).
+    let mut stages: Vec<(usize, Duration)> = Vec::new();
+    let mut stage_end = 0;
+    while stage_end < documents.len() {
+        let begin = stage_end;
+        stage_end = (stage_end + tenth).min(documents.len());
+        let end = stage_end;
+        let started = Instant::now();
+        let mut clients = tokio::task::JoinSet::new();
+        for _ in 0..options.clients {
+            let (client, token, workspace, agent, next, documents) =
+                (client.clone(), token.clone(), workspace.clone(), agent.clone(), next.clone(), documents.clone());
+            clients.spawn(async move {
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    if i >= end {
+                        next.fetch_min(end, Ordering::Relaxed);
+                        return anyhow::Ok(());
+                    }
+                    let content = &documents[i];
+                    let input = json!({
+                        "agentId": agent, "key": format!("doc-{i}"), "title": format!("Document {i}"),
+                        "provenance": { "kind": "repository", "uri": format!("docs/{i}") },
+                        "revision": "v1", "digest": svc_contract::digest::sha256_prefixed(content.as_bytes()),
+                        "content": content,
+                    });
+                    let added = client
+                        .post_json(
+                            "/api/public/operations/knowledge-sources/add",
+                            Some(&token),
+                            Some(&workspace),
+                            &input,
+                        )
+                        .await;
+                    anyhow::ensure!(added.status == 200, "add {i}: {}", added.text());
+                }
+            });
+        }
+        for finished in clients.join_all().await {
+            finished?;
+        }
+        stages.push((end - begin, started.elapsed()));
+        if analyze {
+            for table in svc_core::knowledge::statistics::ANALYZED_TABLES {
+                sqlx::query(sqlx::AssertSqlSafe(format!("ANALYZE {table}"))).execute(&pool).await?;
+            }
+        }
+    }
+    let rate = |(adds, took): (usize, Duration)| adds as f64 / took.as_secs_f64().max(1e-9);
+    let all = stages.iter().fold((0, Duration::ZERO), |(n, t), (adds, took)| (n + adds, t + *took));
+    let rates = Rates { first: rate(stages[0]), last: rate(stages[stages.len() - 1]), overall: rate(all) };
+
+    for mut worker in workers {
+        worker.terminate().await;
+    }
+    api.terminate().await;
+    pool.close().await;
+    scratch.drop().await?;
+    svc_tests::stack::flush_namespace("redis://127.0.0.1:6379", &namespace).await;
+    Ok(rates)
+}
