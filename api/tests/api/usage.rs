@@ -91,15 +91,25 @@ async fn writes_waiting_for_a_source_hold_up_no_add(pool: PgPool) {
         s.ok("knowledge-sources/add", add_input(&s.agent, "busy", "Some busy content.")).await["knowledgeSource"]
             .clone();
     let id = busy["id"].as_str().unwrap().to_owned();
+    // The delete waits on a source of its own: on one source, whichever of the
+    // two went first would leave the other a `resource_not_found`.
+    let doomed =
+        s.ok("knowledge-sources/add", add_input(&s.agent, "doomed", "Some doomed content.")).await["knowledgeSource"]
+            .clone();
+    let doomed = doomed["id"].as_str().unwrap().to_owned();
     let mut holder = s.app.pool.begin().await.unwrap();
-    sqlx::query("SELECT 1 FROM knowledge_sources WHERE key = 'busy' FOR UPDATE").execute(&mut *holder).await.unwrap();
+    sqlx::query("SELECT 1 FROM knowledge_sources WHERE key IN ('busy', 'doomed') FOR UPDATE")
+        .execute(&mut *holder)
+        .await
+        .unwrap();
     let mut waiting = tokio::task::JoinSet::new();
     {
         let (app, token, ws) = (s.app.clone(), s.owner.token.clone(), s.ws.clone());
         let input = replace_input(&s.agent, &id, "r2", "Newer busy content.");
         waiting.spawn(async move { app.op("knowledge-sources/replace", &token, Some(&ws), input).await });
         let (app, token, ws) = (s.app.clone(), s.owner.token.clone(), s.ws.clone());
-        let input = json!({ "agentId": s.agent, "sourceId": id, "tombstone": true, "prune": true, "confirm": id });
+        let input =
+            json!({ "agentId": s.agent, "sourceId": doomed, "tombstone": true, "prune": true, "confirm": doomed });
         waiting.spawn(async move { app.op("knowledge-sources/delete", &token, Some(&ws), input).await });
     }
     let blocked =
@@ -110,7 +120,7 @@ async fn writes_waiting_for_a_source_hold_up_no_add(pool: PgPool) {
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    // Both writes wait on the source; an add of another source goes through.
+    // Both writes wait on their sources; an add of another source goes through.
     let add = tokio::time::timeout(
         Duration::from_secs(30),
         s.call("knowledge-sources/add", add_input(&s.agent, "free", "Unrelated content.")),
