@@ -98,7 +98,7 @@ pub fn router(state: AppState, config: &ServeConfig, shutdown: CancellationToken
     tokio::spawn(async move {
         tokio::select! {
             () = stop.cancelled() => {}
-            () = service.follow_sources() => {}
+            () = service.follow_changes() => {}
         }
     });
     let mcp = Router::new()

@@ -105,7 +105,7 @@ pub async fn gate(State(state): State<AppState>, request: Request, next: Next) -
     let result =
         state.service.authenticate(header_str(headers, header::AUTHORIZATION.as_str()), workspace.as_deref()).await;
     let authenticated = match result {
-        Ok(caller) => Authenticated(Ok(Arc::new(caller))),
+        Ok(caller) => Authenticated(Ok(caller)),
         Err(problem) if problem.http_status() == 401 || problem.unavailable => return refuse(problem),
         Err(problem) => Authenticated(Err(problem)),
     };
