@@ -109,8 +109,9 @@ async fn the_api_binary_serves_users_over_http_and_mcp(pool: PgPool) {
     // Operator commands act on the same database the server reads.
     let plan = admin(&database, &["plan-set", "--workspace", &ws, "--plan", "expired"]).await;
     assert_eq!(plan["active"], false);
+    let empty = json!({});
     let refused = within_a_second("entitlement_required", || {
-        client.post_json("/api/public/operations/agents/list", Some(&token), Some(&ws), &json!({}))
+        client.post_json("/api/public/operations/agents/list", Some(&token), Some(&ws), &empty)
     })
     .await;
     assert_eq!(refused.status, 403);
@@ -189,8 +190,9 @@ async fn operator_commands_print_json_and_fail_loudly(pool: PgPool) {
     assert_eq!((plan["status"].as_str(), plan["limits"]["agents"].as_i64()), (Some("active"), Some(1)));
     let revoked = admin(&database, &["user-revoke-sessions", "--issuer", ISSUER, "--subject", "owner"]).await;
     assert!(revoked["user"]["sessionsRevokedAt"].is_i64());
+    let empty = json!({});
     within_a_second("reauthentication_required", || {
-        client.post_json("/api/public/operations/identity/status", Some(&token), None, &json!({}))
+        client.post_json("/api/public/operations/identity/status", Some(&token), None, &empty)
     })
     .await;
 
