@@ -31,6 +31,8 @@ pub const DEFAULT_LLM_TIMEOUT_SECS: u64 = 20;
 pub const DEFAULT_PUBLIC_ANSWERS_PER_MINUTE: u32 = 30;
 pub const DEFAULT_WAIT_CACHE_ENTRIES: usize = 10_000;
 pub const DEFAULT_WAIT_CACHE_MAX_AGE_MS: u64 = 1_000;
+pub const DEFAULT_CALLER_CACHE_ENTRIES: usize = 10_000;
+pub const DEFAULT_CALLER_CACHE_MAX_AGE_MS: u64 = 1_000;
 pub const DEFAULT_DEV_ENV_FILE: &str = ".svc-dev.env";
 /// The client id the development identity provider knows when `SVC_OIDC_CLIENT_ID` is unset.
 pub const DEFAULT_DEV_CLIENT_ID: &str = "svc-cli";
@@ -137,6 +139,17 @@ pub struct ServeConfig {
     /// should PostgreSQL's notifications stop without the connection failing.
     #[arg(long, env = "SVC_WAIT_CACHE_MAX_AGE_MS", default_value_t = DEFAULT_WAIT_CACHE_MAX_AGE_MS)]
     pub wait_cache_max_age_ms: u64,
+    /// Authenticated callers (credential and Workspace header, kept by their
+    /// SHA-256) this process keeps until PostgreSQL says a key, User,
+    /// membership or Workspace changed (0: every request authenticates from
+    /// PostgreSQL).
+    #[arg(long, env = "SVC_CALLER_CACHE_ENTRIES", default_value_t = DEFAULT_CALLER_CACHE_ENTRIES)]
+    pub caller_cache_entries: usize,
+    /// Milliseconds a kept caller is used at most: how long a revoked
+    /// credential can still work should PostgreSQL's notifications stop
+    /// without the connection failing.
+    #[arg(long, env = "SVC_CALLER_CACHE_MAX_AGE_MS", default_value_t = DEFAULT_CALLER_CACHE_MAX_AGE_MS)]
+    pub caller_cache_max_age_ms: u64,
     /// Base URL of an OpenAI-compatible API (up to where `chat/completions`
     /// lives, e.g. `https://api.openai.com/v1`). Unset: extractive answers.
     #[arg(long, env = "SVC_LLM_BASE_URL")]
@@ -249,6 +262,8 @@ impl ServeConfig {
         core.workspace_writes = self.workspace_writes;
         core.wait_cache_entries = self.wait_cache_entries;
         core.wait_cache_max_age = Duration::from_millis(self.wait_cache_max_age_ms);
+        core.caller_cache_entries = self.caller_cache_entries;
+        core.caller_cache_max_age = Duration::from_millis(self.caller_cache_max_age_ms);
         core
     }
 
@@ -341,6 +356,8 @@ impl Default for ServeConfig {
             workspace_writes: DEFAULT_WORKSPACE_WRITES,
             wait_cache_entries: DEFAULT_WAIT_CACHE_ENTRIES,
             wait_cache_max_age_ms: DEFAULT_WAIT_CACHE_MAX_AGE_MS,
+            caller_cache_entries: DEFAULT_CALLER_CACHE_ENTRIES,
+            caller_cache_max_age_ms: DEFAULT_CALLER_CACHE_MAX_AGE_MS,
             llm_base_url: None,
             llm_model: None,
             llm_api_key: None,

@@ -65,6 +65,7 @@ pub async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
     crate::metrics::pool_figures(&mut scrape, state.service.pool());
     queue_figures(&state, &mut scrape).await;
     wait_cache_figures(&state, &mut scrape);
+    caller_cache_figures(&state, &mut scrape);
     let mut text = state.metrics.render(&scrape);
     // The database fault counters of svc-core, in the same text format.
     text.push_str(&svc_core::faults::render());
@@ -88,6 +89,27 @@ fn wait_cache_figures(state: &AppState, scrape: &mut Scrape) {
     scrape.gauge(
         "svc_wait_cache_listening",
         "1 while this process hears source changes from PostgreSQL",
+        i64::from(figures.live),
+    );
+}
+
+/// How often a request was authenticated without reading PostgreSQL.
+fn caller_cache_figures(state: &AppState, scrape: &mut Scrape) {
+    let Some(figures) = state.service.caller_cache_figures() else { return };
+    scrape.counters(
+        "svc_caller_cache_lookups",
+        "Authenticated callers looked up in this process's cache",
+        "result",
+        &[("hit", figures.hits), ("miss", figures.misses)],
+    );
+    scrape.gauge(
+        "svc_caller_cache_entries",
+        "Callers kept; 0 while not hearing changes from PostgreSQL",
+        i64::try_from(figures.entries).unwrap_or(i64::MAX),
+    );
+    scrape.gauge(
+        "svc_caller_cache_listening",
+        "1 while this process hears changes of keys, Users, memberships and Workspaces from PostgreSQL",
         i64::from(figures.live),
     );
 }

@@ -105,7 +105,7 @@ pub async fn gate(State(state): State<AppState>, request: Request, next: Next) -
     let result =
         state.service.authenticate(header_str(headers, header::AUTHORIZATION.as_str()), workspace.as_deref()).await;
     let authenticated = match result {
-        Ok(caller) => Authenticated(Ok(Arc::new(caller))),
+        Ok(caller) => Authenticated(Ok(caller)),
         Err(problem) if problem.http_status() == 401 || problem.unavailable => return refuse(problem),
         Err(problem) => Authenticated(Err(problem)),
     };
@@ -132,14 +132,17 @@ pub async fn gate(State(state): State<AppState>, request: Request, next: Next) -
 /// Whether `Accept` lists both media types MCP clients must accept (the rule
 /// rmcp applies; `*/*` and `application/*` count).
 fn accepts_json_and_events(headers: &HeaderMap) -> bool {
-    let types: Vec<String> = headers
-        .get_all(header::ACCEPT)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .map(|t| t.split(';').next().unwrap_or_default().trim().to_ascii_lowercase())
-        .collect();
-    let has = |wanted: &str, family: &str| types.iter().any(|t| t == wanted || t == family || t == "*/*");
+    let types = || {
+        headers
+            .get_all(header::ACCEPT)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .flat_map(|v| v.split(','))
+            .map(|t| t.split(';').next().unwrap_or_default().trim())
+    };
+    let has = |wanted: &str, family: &str| {
+        types().any(|t| t.eq_ignore_ascii_case(wanted) || t.eq_ignore_ascii_case(family) || t == "*/*")
+    };
     has("application/json", "application/*") && has("text/event-stream", "text/*")
 }
 
@@ -348,13 +351,18 @@ fn tools() -> &'static [Tool] {
 }
 
 impl ServerHandler for McpServer {
+    /// Built once: rmcp asks for it on every stateless request.
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
-            .with_server_info(Implementation::new("svc", env!("CARGO_PKG_VERSION")))
-            .with_instructions(
-                "Tenant operations of svc: one tool per catalog operation. Results are the HTTP envelope \
-                 ({data, meta}); problems come back with isError and {error, meta}.",
-            )
+        static INFO: OnceLock<ServerConfig> = OnceLock::new();
+        INFO.get_or_init(|| {
+            ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+                .with_server_info(Implementation::new("svc", env!("CARGO_PKG_VERSION")))
+                .with_instructions(
+                    "Tenant operations of svc: one tool per catalog operation. Results are the HTTP envelope \
+                     ({data, meta}); problems come back with isError and {error, meta}.",
+                )
+        })
+        .clone()
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {

@@ -67,8 +67,10 @@ struct Scenario {
     /// Another load run at the same time on this many connections, whose
     /// figures are not reported (a tenant flooding its Workspace).
     beside: Option<(Box<Scenario>, usize)>,
-    /// Sent to the API that keeps no wait answers (`SVC_WAIT_CACHE_ENTRIES=0`).
-    uncached: bool,
+    /// The API it is sent to.
+    server: Server,
+    /// An MCP `tools/call`: a tool result with `isError` counts as an error.
+    mcp: bool,
 }
 
 impl Scenario {
@@ -86,9 +88,47 @@ impl Scenario {
             headers,
             body,
             beside: None,
-            uncached: false,
+            server: Server::Default,
+            mcp: false,
         }
     }
+
+    /// The same operation as an MCP `tools/call` of its tool, with the same
+    /// credential and Workspace header.
+    fn tool_call(
+        name: &'static str,
+        tool: &str,
+        authorization: &str,
+        workspace: Option<&str>,
+        arguments: Value,
+    ) -> Self {
+        let mut headers = vec![("authorization", authorization.to_owned())];
+        headers.extend(workspace.map(|ws| ("svc-workspace", ws.to_owned())));
+        headers.push(("content-type", "application/json".into()));
+        headers.push(("accept", "application/json, text/event-stream".into()));
+        Scenario {
+            name,
+            writes: false,
+            method: Method::POST,
+            path: "/api/mcp".into(),
+            headers,
+            body: json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                          "params": { "name": tool, "arguments": arguments } }),
+            beside: None,
+            server: Server::Default,
+            mcp: true,
+        }
+    }
+}
+
+/// The APIs a run serves, each over the same database.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Server {
+    Default,
+    /// Keeps no wait answers (`SVC_WAIT_CACHE_ENTRIES=0`).
+    NoWaitCache,
+    /// Keeps no callers (`SVC_CALLER_CACHE_ENTRIES=0`).
+    NoCallerCache,
 }
 
 struct Measured {
@@ -118,11 +158,14 @@ async fn bench(options: &Options, url: &str) -> anyhow::Result<()> {
     let addr = crate::common::serve(app).await?;
     eprintln!("serving on http://{addr}");
     // The same API over the same database, reading every wait from PostgreSQL.
-    let uncached_config = svc_api::config::ServeConfig { wait_cache_entries: 0, ..config.clone() };
-    let state = svc_api::AppState::new(pool.clone(), &uncached_config)?;
-    let uncached =
-        crate::common::serve(svc_api::router(state, &uncached_config, tokio_util::sync::CancellationToken::new()))
-            .await?;
+    let serve_with = async |config: svc_api::config::ServeConfig| {
+        let state = svc_api::AppState::new(pool.clone(), &config)?;
+        crate::common::serve(svc_api::router(state, &config, tokio_util::sync::CancellationToken::new())).await
+    };
+    let no_wait_cache = serve_with(svc_api::config::ServeConfig { wait_cache_entries: 0, ..config.clone() }).await?;
+    // And authenticating every request from PostgreSQL.
+    let no_caller_cache =
+        serve_with(svc_api::config::ServeConfig { caller_cache_entries: 0, ..config.clone() }).await?;
 
     // A User with a Workspace (limits raised so agent.create can run) and an Agent.
     svc_core::admin::user_setup(&pool, ISSUER, "bench", "bench@example.test", None).await?;
@@ -183,11 +226,33 @@ async fn bench(options: &Options, url: &str) -> anyhow::Result<()> {
             headers: vec![],
             body: Value::Null,
             beside: None,
-            uncached: false,
+            server: Server::Default,
+            mcp: false,
         },
         operation("identity.status", "identity/status", &ws, json!({})),
         operation("agent.inspect (user)", "agents/inspect", &ws, json!({ "agentId": agent_id })),
         by_key("agent.inspect (API key)", "agents/inspect", json!({ "agentId": agent_id })),
+        // As before the callers were kept: authentication reads PostgreSQL.
+        Scenario {
+            name: "agent.inspect (API key, no caller cache)",
+            server: Server::NoCallerCache,
+            ..by_key("", "agents/inspect", json!({ "agentId": agent_id }))
+        },
+        // The same calls over MCP, beside their HTTP rows (contract §13).
+        Scenario::tool_call(
+            "agent.inspect (API key, MCP)",
+            "svc_agent_inspect",
+            &key_auth,
+            None,
+            json!({ "agentId": agent_id }),
+        ),
+        Scenario::tool_call(
+            "agent.inspect (user, MCP)",
+            "svc_agent_inspect",
+            &auth,
+            Some(&ws),
+            json!({ "agentId": agent_id }),
+        ),
         operation(
             "knowledge_source.wait (user)",
             "knowledge-sources/wait",
@@ -201,7 +266,7 @@ async fn bench(options: &Options, url: &str) -> anyhow::Result<()> {
         ),
         Scenario {
             name: "knowledge_source.wait (API key, no wait cache)",
-            uncached: true,
+            server: Server::NoWaitCache,
             ..by_key("", "knowledge-sources/wait", json!({ "agentId": agent_id, "sourceId": source_id }))
         },
         // `{n}` makes each request's name (and so its derived slug) distinct.
@@ -235,7 +300,11 @@ async fn bench(options: &Options, url: &str) -> anyhow::Result<()> {
                 Some(_) => (8, Duration::from_secs(options.seconds)),
                 None => (options.connections, Duration::from_secs(options.seconds)),
             };
-            let target = if scenario.uncached { uncached } else { addr };
+            let target = match scenario.server {
+                Server::Default => addr,
+                Server::NoWaitCache => no_wait_cache,
+                Server::NoCallerCache => no_caller_cache,
+            };
             load(target, scenario, connections, Duration::from_secs(warm_up)).await?;
             let background = scenario.beside.clone().map(|(other, n)| {
                 tokio::spawn(async move { load(addr, &other, n, duration + Duration::from_millis(500)).await })
@@ -269,6 +338,13 @@ async fn bench(options: &Options, url: &str) -> anyhow::Result<()> {
             r.p50.as_secs_f64() * 1e3,
             r.p99.as_secs_f64() * 1e3,
         );
+    }
+    // Each MCP row beside the same call over HTTP.
+    for r in results.iter().filter(|r| r.name.ends_with(", MCP)")) {
+        let http = r.name.replace(", MCP)", ")");
+        if let Some(h) = results.iter().find(|h| h.name == http) {
+            println!("{}: MCP / HTTP = {:.2}", r.name, r.per_second / h.per_second);
+        }
     }
     Ok(())
 }
@@ -325,8 +401,8 @@ async fn load(
     let varies = body.windows(3).any(|w| w == b"{n}");
     static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     for _ in 0..connections {
-        let (method, path, headers, body) =
-            (scenario.method.clone(), scenario.path.clone(), scenario.headers.clone(), body.clone());
+        let (method, path, headers, body, mcp) =
+            (scenario.method.clone(), scenario.path.clone(), scenario.headers.clone(), body.clone(), scenario.mcp);
         tasks.spawn(async move {
             let stream = TcpStream::connect(addr).await?;
             stream.set_nodelay(true)?;
@@ -348,7 +424,9 @@ async fn load(
                 let started = Instant::now();
                 let response = sender.send_request(request.body(Full::new(body))?).await?;
                 let ok = response.status().is_success();
-                response.into_body().collect().await?;
+                let answer = response.into_body().collect().await?.to_bytes();
+                let has = |text: &[u8]| answer.windows(text.len()).any(|w| w == text);
+                let ok = ok && !(mcp && (!has(b"\"result\":") || has(b"\"isError\":true")));
                 latencies.push(started.elapsed());
                 if !ok {
                     errors += 1;

@@ -31,6 +31,26 @@ async fn admin(database: &str, args: &[&str]) -> Value {
     serde_json::from_str(lines[0]).expect("JSON on stdout")
 }
 
+/// Calls `call` until `code` answers, within the second an API process may
+/// keep using a caller after an operator command changed it (its caller cache
+/// hears the change from PostgreSQL; README "Configuration"); returns that
+/// answer.
+async fn within_a_second<F, Fut>(code: &str, call: F) -> svc_tests::http::TestResponse
+where
+    F: Fn() -> Fut,
+    Fut: Future<Output = svc_tests::http::TestResponse>,
+{
+    let started = std::time::Instant::now();
+    loop {
+        let response = call().await;
+        if response.json()["error"]["code"] == code {
+            return response;
+        }
+        assert!(started.elapsed() < std::time::Duration::from_secs(1), "still {}", response.text());
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+}
+
 /// Starts `svc-api serve` on a free port with the test issuer's JWKS file.
 async fn serve(database: &str) -> (Spawned, String) {
     let jwks = TestIssuer::shared().jwks_path().to_str().expect("a UTF-8 path").to_owned();
@@ -89,7 +109,11 @@ async fn the_api_binary_serves_users_over_http_and_mcp(pool: PgPool) {
     // Operator commands act on the same database the server reads.
     let plan = admin(&database, &["plan-set", "--workspace", &ws, "--plan", "expired"]).await;
     assert_eq!(plan["active"], false);
-    let refused = client.post_json("/api/public/operations/agents/list", Some(&token), Some(&ws), &json!({})).await;
+    let empty = json!({});
+    let refused = within_a_second("entitlement_required", || {
+        client.post_json("/api/public/operations/agents/list", Some(&token), Some(&ws), &empty)
+    })
+    .await;
     assert_eq!(refused.status, 403);
     assert_eq!(refused.json()["error"]["code"], "entitlement_required");
 
@@ -166,8 +190,11 @@ async fn operator_commands_print_json_and_fail_loudly(pool: PgPool) {
     assert_eq!((plan["status"].as_str(), plan["limits"]["agents"].as_i64()), (Some("active"), Some(1)));
     let revoked = admin(&database, &["user-revoke-sessions", "--issuer", ISSUER, "--subject", "owner"]).await;
     assert!(revoked["user"]["sessionsRevokedAt"].is_i64());
-    let after = client.post_json("/api/public/operations/identity/status", Some(&token), None, &json!({})).await;
-    assert_eq!(after.json()["error"]["code"], "reauthentication_required");
+    let empty = json!({});
+    within_a_second("reauthentication_required", || {
+        client.post_json("/api/public/operations/identity/status", Some(&token), None, &empty)
+    })
+    .await;
 
     for bad in [
         &["plan-set", "--workspace", "ops", "--plan", "platinum"][..],

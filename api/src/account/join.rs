@@ -112,7 +112,10 @@ pub async fn accept(State(state): State<AppState>, headers: HeaderMap, body: Byt
         Err(problem) => return failure(problem),
     };
     match svc_core::account::accept_invite(state.service.pool(), user, code).await {
-        Ok(invite) => forget_invite(&state, see_other(&format!("{PATH}/workspaces/{}", invite.workspace_id))),
+        Ok(invite) => {
+            state.service.forget_callers();
+            forget_invite(&state, see_other(&format!("{PATH}/workspaces/{}", invite.workspace_id)))
+        }
         Err(error) => forget_invite(&state, failure(error.into_problem())),
     }
 }

@@ -184,7 +184,10 @@ pub async fn change_role(
         (Err(problem), _) | (_, Err(problem)) => return failure(problem),
     };
     match svc_core::account::change_role(state.service.pool(), &ws, actor, user, role).await {
-        Ok(()) => back(&ws),
+        Ok(()) => {
+            state.service.forget_callers();
+            back(&ws)
+        }
         Err(error) => failure(error.into_problem()),
     }
 }
@@ -205,7 +208,10 @@ pub async fn remove(
         Err(problem) => return failure(problem),
     };
     match svc_core::account::remove_member(state.service.pool(), &ws, actor, user).await {
-        Ok(()) => back(&ws),
+        Ok(()) => {
+            state.service.forget_callers();
+            back(&ws)
+        }
         Err(error) => failure(error.into_problem()),
     }
 }

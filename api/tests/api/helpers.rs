@@ -41,6 +41,9 @@ pub fn config() -> ServeConfig {
         // Every wait reads PostgreSQL, so a test sees at once what it changed
         // out of band; the cache of wait's answers has tests of its own.
         wait_cache_entries: 0,
+        // Likewise every request authenticates from PostgreSQL; the cache of
+        // callers has tests of its own (`callers.rs`).
+        caller_cache_entries: 0,
         // Each test's jobs under keys of its own.
         queue_namespace: format!("svctest_{}", uuid::Uuid::now_v7().simple()),
         ..ServeConfig::default()

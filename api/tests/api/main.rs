@@ -8,6 +8,7 @@ mod account_members;
 mod agents;
 mod answers;
 mod api_keys;
+mod callers;
 mod catalog;
 mod chat;
 mod devidp;

@@ -38,6 +38,10 @@ pub struct CoreConfig {
     pub wait_cache_entries: usize,
     /// The longest a kept answer is used (see `knowledge::waits`).
     pub wait_cache_max_age: Duration,
+    /// How many authenticated callers the process keeps (0: none).
+    pub caller_cache_entries: usize,
+    /// The longest a kept caller is used (see `auth::callers`).
+    pub caller_cache_max_age: Duration,
 }
 
 impl CoreConfig {
@@ -53,6 +57,8 @@ impl CoreConfig {
             workspace_writes: 4,
             wait_cache_entries: 0,
             wait_cache_max_age: Duration::from_secs(1),
+            caller_cache_entries: 0,
+            caller_cache_max_age: Duration::from_secs(1),
         }
     }
 }

@@ -21,6 +21,7 @@ pub mod idempotency;
 pub mod ids;
 pub mod jobs;
 pub mod knowledge;
+pub mod listening;
 mod ops;
 pub mod reconcile;
 pub mod runtime;

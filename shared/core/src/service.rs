@@ -2,6 +2,8 @@
 //! authenticate, validate, select the Workspace, check role or scope, archived
 //! state and Entitlement, then run the handler with idempotency.
 
+use std::sync::Arc;
+
 use serde_json::{Map, Value};
 use sqlx::pool::PoolConnection;
 use sqlx::{PgConnection, PgPool, Postgres};
@@ -10,6 +12,7 @@ use svc_contract::{AuthKind, Operation, Problem, ProblemCode, Scope, WorkspaceRe
 use time::OffsetDateTime;
 
 use crate::answers::Llm;
+use crate::auth::callers::{CallerCache, CallerCacheFigures, Fingerprint};
 use crate::auth::jwt::JwtVerifier;
 use crate::auth::{self, Credential, api_key};
 use crate::caller::{Caller, KeyHolder, Principal, Selection, User, WorkspaceContext};
@@ -19,7 +22,7 @@ use crate::error::Error;
 use crate::gates::Gates;
 use crate::jobs::{Job, Queue};
 use crate::knowledge::Backlog;
-use crate::knowledge::waits::{self, WaitCache, WaitCacheFigures};
+use crate::knowledge::waits::{WaitCache, WaitCacheFigures};
 use crate::ops;
 use crate::store::callers::Selector;
 use crate::validate::Validators;
@@ -51,6 +54,7 @@ pub struct Service {
     llm: Option<Llm>,
     backlog: Backlog,
     pub(crate) waits: WaitCache,
+    callers: CallerCache,
     jwt: Option<JwtVerifier>,
     validators: Validators,
 }
@@ -62,6 +66,7 @@ impl Service {
         let jwt = config.oidc.as_ref().map(JwtVerifier::new).transpose()?;
         let gates = Gates::new(config.gate_wait, config.workspace_writes);
         let waits = WaitCache::new(config.wait_cache_entries, config.wait_cache_max_age);
+        let callers = CallerCache::new(config.caller_cache_entries, config.caller_cache_max_age);
         Ok(Self {
             pool,
             config,
@@ -70,6 +75,7 @@ impl Service {
             llm: None,
             backlog: Backlog::default(),
             waits,
+            callers,
             jwt,
             validators: Validators::new()?,
         })
@@ -100,19 +106,29 @@ impl Service {
         self.backlog.get(conn).await
     }
 
-    /// Keeps the answers `knowledge_source.wait` reuses in step with
-    /// PostgreSQL (see [`waits`]); runs until dropped. Without it, every wait
-    /// reads PostgreSQL.
-    pub async fn follow_sources(&self) {
-        if self.waits.is_off() {
-            return std::future::pending().await;
-        }
-        waits::follow(&self.pool, &self.waits).await
+    /// Keeps the answers `knowledge_source.wait` reuses and the callers
+    /// authentication reuses in step with PostgreSQL (see
+    /// [`crate::listening`]); runs until dropped. Without it, every wait and
+    /// every authentication reads PostgreSQL.
+    pub async fn follow_changes(&self) {
+        crate::listening::follow(&self.pool, &self.waits, &self.callers).await
     }
 
     /// `None` when the cache is off.
     pub fn wait_cache_figures(&self) -> Option<WaitCacheFigures> {
         (!self.waits.is_off()).then(|| self.waits.figures())
+    }
+
+    /// Drops every kept caller: a change through this process (the web
+    /// application's member changes, say) is seen by its next request, before
+    /// PostgreSQL's notification arrives.
+    pub fn forget_callers(&self) {
+        self.callers.clear();
+    }
+
+    /// `None` when the cache is off.
+    pub fn caller_cache_figures(&self) -> Option<CallerCacheFigures> {
+        (!self.callers.is_off()).then(|| self.callers.figures())
     }
 
     /// Hands committed work to the workers. A failure is logged, not answered:
@@ -140,7 +156,11 @@ impl Service {
     /// Checks the bearer credential of a request and resolves its Workspace
     /// selection (`Svc-Workspace`), which [`Service::call`] requires only for
     /// operations that need a Workspace.
-    pub async fn authenticate(&self, authorization: Option<&str>, workspace: Option<&str>) -> Result<Caller, Problem> {
+    pub async fn authenticate(
+        &self,
+        authorization: Option<&str>,
+        workspace: Option<&str>,
+    ) -> Result<Arc<Caller>, Problem> {
         self.session().authenticate(authorization, workspace).await
     }
 
@@ -210,44 +230,62 @@ impl Session<'_> {
         self.reconnect().await.is_ok()
     }
 
-    /// See [`Service::authenticate`].
+    /// See [`Service::authenticate`]. A caller authenticated a moment ago
+    /// with the same credential and header is reused (see
+    /// [`crate::auth::callers`]); a User's token is verified every time.
     pub async fn authenticate(
         &mut self,
         authorization: Option<&str>,
         workspace: Option<&str>,
-    ) -> Result<Caller, Problem> {
-        let selector = Selector::parse(workspace);
+    ) -> Result<Arc<Caller>, Problem> {
         let credential = auth::parse_bearer(authorization)?;
+        let token = match credential {
+            Credential::Jwt(token) => Some(self.verify(token).await?),
+            Credential::ApiKey(_) => None,
+        };
+        let callers = &self.service.callers;
+        let fingerprint = (!callers.is_off()).then(|| Fingerprint::of(credential.text(), workspace));
+        if let Some(caller) = fingerprint.as_ref().and_then(|f| callers.get(f)) {
+            return Ok(caller);
+        }
+        let ticket = fingerprint.and_then(|f| callers.ticket(f));
+        let selector = Selector::parse(workspace);
         // Authentication only reads (and may touch a key's last use): a
         // connection that turned out dead is replaced and it runs again.
-        let mut result = self.authenticate_once(&credential, &selector).await;
+        let mut result = self.authenticate_once(&credential, token.as_deref(), &selector).await;
         if let Err(error) = &result
             && self.lost_and_reconnected(error).await
         {
-            result = self.authenticate_once(&credential, &selector).await;
+            result = self.authenticate_once(&credential, token.as_deref(), &selector).await;
         }
-        result.map_err(Error::into_problem)
+        let caller = Arc::new(result.map_err(Error::into_problem)?);
+        if let Some(ticket) = ticket {
+            callers.keep(ticket, caller.clone());
+        }
+        Ok(caller)
+    }
+
+    /// Checks a User's access token (before a connection is taken: a key
+    /// fetch may be slow).
+    async fn verify(&self, token: &str) -> Result<Arc<auth::jwt::VerifiedToken>, Problem> {
+        let verifier = self.service.jwt.as_ref().ok_or_else(|| {
+            Problem::new(ProblemCode::AuthenticationRequired, "User sessions are not configured on this server.")
+                .with_detail("reason", "sessions_disabled")
+        })?;
+        verifier.verify(token).await
     }
 
     async fn authenticate_once(
         &mut self,
         credential: &Credential<'_>,
+        token: Option<&auth::jwt::VerifiedToken>,
         selector: &Selector,
     ) -> crate::error::Result<Caller> {
-        match *credential {
-            Credential::Jwt(token) => self.authenticate_user(token, selector).await,
-            Credential::ApiKey(secret) => self.authenticate_key(secret, selector).await,
+        match (*credential, token) {
+            (Credential::ApiKey(secret), _) => self.authenticate_key(secret, selector).await,
+            (Credential::Jwt(_), Some(token)) => self.identify_user(token, selector).await,
+            (Credential::Jwt(_), None) => Err(Error::internal("a token reached authentication unverified")),
         }
-    }
-
-    async fn authenticate_user(&mut self, token: &str, selector: &Selector) -> crate::error::Result<Caller> {
-        let verifier = self.service.jwt.as_ref().ok_or_else(|| {
-            Problem::new(ProblemCode::AuthenticationRequired, "User sessions are not configured on this server.")
-                .with_detail("reason", "sessions_disabled")
-        })?;
-        // Verified before a connection is taken: a key fetch may be slow.
-        let token = verifier.verify(token).await?;
-        self.identify_user(&token, selector).await
     }
 
     /// The caller of a User whose identity was established another way than a
@@ -360,7 +398,13 @@ impl Session<'_> {
             // A mutation retries only a failed BEGIN (see `ops::write`): once its
             // transaction has started, a lost connection leaves its outcome
             // unknown, and the client retries with the same idempotency key.
-            return ops::dispatch(&ctx, self, op, input, idempotency_key).await.map_err(Error::into_problem);
+            let result = ops::dispatch(&ctx, self, op, input, idempotency_key).await.map_err(Error::into_problem);
+            if result.is_ok() && changes_callers(op) {
+                // This process's next request must not use a caller from before
+                // (other processes hear of it from PostgreSQL).
+                service.forget_callers();
+            }
+            return result;
         }
         // A read whose connection turned out dead runs once more on a live one.
         let again = input.clone();
@@ -372,6 +416,12 @@ impl Session<'_> {
         }
         result.map_err(Error::into_problem)
     }
+}
+
+/// Whether a successful `op` may change what authentication finds (a key
+/// revoked or rotated, a Workspace created, renamed or archived).
+fn changes_callers(op: &Operation) -> bool {
+    op.mutating && (op.id.starts_with("workspace.") || op.id.starts_with("api_key."))
 }
 
 /// Where a User finishes signing up: the web application of this server.

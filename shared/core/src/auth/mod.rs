@@ -1,6 +1,7 @@
 //! Who is calling: bearer credentials, User sessions and Workspace API keys.
 
 pub mod api_key;
+pub mod callers;
 pub mod jwks;
 pub mod jwt;
 pub mod relying_party;
@@ -14,6 +15,15 @@ pub enum Credential<'a> {
     ApiKey(&'a str),
     /// Anything else is treated as a JWT access token.
     Jwt(&'a str),
+}
+
+impl<'a> Credential<'a> {
+    /// The credential as presented.
+    pub fn text(&self) -> &'a str {
+        match *self {
+            Self::ApiKey(text) | Self::Jwt(text) => text,
+        }
+    }
 }
 
 /// The prefix of every Workspace API key.

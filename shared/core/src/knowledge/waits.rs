@@ -235,57 +235,6 @@ fn lock(shard: &Mutex<Shard>) -> MutexGuard<'_, Shard> {
     shard.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-/// Keeps `cache` in step with PostgreSQL until `pool` closes: listens on
-/// [`CHANNEL`] over a connection of its own and, after a lost connection,
-/// starts again with backoff, keeping nothing meanwhile.
-pub async fn follow(pool: &sqlx::PgPool, cache: &WaitCache) {
-    /// However this ends (the pool closed, or the task dropped at shutdown),
-    /// nothing kept is used afterwards.
-    struct Deaf<'a>(&'a WaitCache);
-    impl Drop for Deaf<'_> {
-        fn drop(&mut self) {
-            self.0.deaf();
-        }
-    }
-    let deaf = Deaf(cache);
-    let own = crate::store::knowledge::listener_pool(pool);
-    // Until the pool closes (a test's database is dropped then, which waits
-    // for every connection to it, this one included).
-    let _closed = pool.close_event().do_until(listen(&own, cache)).await;
-    drop(deaf);
-    own.close().await;
-}
-
-async fn listen(own: &sqlx::PgPool, cache: &WaitCache) {
-    use backon::{ExponentialBuilder, Retryable};
-    let backoff = ExponentialBuilder::default()
-        .with_min_delay(Duration::from_millis(100))
-        .with_max_delay(Duration::from_secs(5))
-        .without_max_times();
-    loop {
-        let listened = (|| crate::store::knowledge::listen(own, CHANNEL))
-            .retry(backoff)
-            .notify(|error, delay| tracing::warn!(%error, ?delay, "cannot listen for source changes; retrying"))
-            .await;
-        let Ok(mut listener) = listened else { continue };
-        let started = Instant::now();
-        cache.listening();
-        let error = loop {
-            match listener.try_recv().await {
-                Ok(Some(notification)) => cache.changed(notification.payload()),
-                Ok(None) => break None,
-                Err(error) => break Some(error),
-            }
-        };
-        cache.deaf();
-        tracing::warn!(error = error.map(|e| e.to_string()), "stopped hearing source changes; listening again");
-        // A connection that keeps dropping at once is not retried in a tight loop.
-        if started.elapsed() < Duration::from_secs(5) {
-            tokio::time::sleep(Duration::from_secs(1)).await;
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use svc_contract::knowledge::{Provenance, ProvenanceKind, SourceState};

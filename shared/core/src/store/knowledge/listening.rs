@@ -1,4 +1,4 @@
-//! Hearing PostgreSQL's notifications of source changes.
+//! Hearing PostgreSQL's notifications (changes of sources and of callers).
 
 /// A pool of one connection for listening (outside `pool`'s limit, and
 /// without its idle and lifetime limits: the connection is held for good).
@@ -10,12 +10,12 @@ pub fn listener_pool(pool: &sqlx::PgPool) -> sqlx::PgPool {
         .connect_lazy_with((*pool.connect_options()).clone())
 }
 
-/// Listens on `channel` over `own`'s connection (see [`listener_pool`]).
-pub async fn listen(own: &sqlx::PgPool, channel: &str) -> sqlx::Result<sqlx::postgres::PgListener> {
+/// Listens on `channels` over `own`'s connection (see [`listener_pool`]).
+pub async fn listen(own: &sqlx::PgPool, channels: &[&str]) -> sqlx::Result<sqlx::postgres::PgListener> {
     let mut listener = sqlx::postgres::PgListener::connect_with(own).await?;
     // A lost connection ends this listener: the caller starts again, knowing
     // that notifications may have been missed meanwhile.
     listener.eager_reconnect(false);
-    listener.listen(channel).await?;
+    listener.listen_all(channels.iter().copied()).await?;
     Ok(listener)
 }

@@ -1,0 +1,76 @@
+//! One connection per API process hears PostgreSQL's notifications for both
+//! caches kept in step with it: `knowledge_source.wait`'s answers
+//! ([`WaitCache`]) and authenticated callers ([`CallerCache`]).
+
+use std::time::{Duration, Instant};
+
+use crate::auth::callers::{self, CallerCache};
+use crate::knowledge::waits::{self, WaitCache};
+
+/// Keeps the caches that are on in step with PostgreSQL until `pool` closes:
+/// listens over a connection of its own and, after a lost connection, starts
+/// again with backoff, keeping nothing meanwhile.
+pub async fn follow(pool: &sqlx::PgPool, waits: &WaitCache, callers: &CallerCache) {
+    let mut channels = Vec::new();
+    if !waits.is_off() {
+        channels.push(waits::CHANNEL);
+    }
+    if !callers.is_off() {
+        channels.push(callers::CHANNEL);
+    }
+    if channels.is_empty() {
+        return std::future::pending().await;
+    }
+    /// However this ends (the pool closed, or the task dropped at shutdown),
+    /// nothing kept is used afterwards.
+    struct Deaf<'a>(&'a WaitCache, &'a CallerCache);
+    impl Drop for Deaf<'_> {
+        fn drop(&mut self) {
+            self.0.deaf();
+            self.1.deaf();
+        }
+    }
+    let deaf = Deaf(waits, callers);
+    let own = crate::store::knowledge::listener_pool(pool);
+    // Until the pool closes (a test's database is dropped then, which waits
+    // for every connection to it, this one included).
+    let _closed = pool.close_event().do_until(listen(&own, &channels, waits, callers)).await;
+    drop(deaf);
+    own.close().await;
+}
+
+async fn listen(own: &sqlx::PgPool, channels: &[&str], waits: &WaitCache, callers: &CallerCache) {
+    use backon::{ExponentialBuilder, Retryable};
+    let backoff = ExponentialBuilder::default()
+        .with_min_delay(Duration::from_millis(100))
+        .with_max_delay(Duration::from_secs(5))
+        .without_max_times();
+    loop {
+        let listened = (|| crate::store::knowledge::listen(own, channels))
+            .retry(backoff)
+            .notify(|error, delay| tracing::warn!(%error, ?delay, "cannot listen for changes; retrying"))
+            .await;
+        let Ok(mut listener) = listened else { continue };
+        let started = Instant::now();
+        waits.listening();
+        callers.listening();
+        let error = loop {
+            match listener.try_recv().await {
+                Ok(Some(notification)) => match notification.channel() {
+                    waits::CHANNEL => waits.changed(notification.payload()),
+                    callers::CHANNEL => callers.changed(),
+                    _ => {}
+                },
+                Ok(None) => break None,
+                Err(error) => break Some(error),
+            }
+        };
+        waits.deaf();
+        callers.deaf();
+        tracing::warn!(error = error.map(|e| e.to_string()), "stopped hearing changes; listening again");
+        // A connection that keeps dropping at once is not retried in a tight loop.
+        if started.elapsed() < Duration::from_secs(5) {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+    }
+}
