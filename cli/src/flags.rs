@@ -230,8 +230,12 @@ fn bounds(schema: &Value) -> Vec<String> {
         (None, None) => None,
     });
     facts.extend(range(number("minItems"), number("maxItems"), "item"));
-    if let Some(pattern) = schema.get("pattern").and_then(Value::as_str) {
-        facts.push(format!("matching {pattern}"));
+    match schema.get("pattern").and_then(Value::as_str) {
+        // Every string refuses the NUL character: saying so on each flag is noise.
+        Some(svc_contract::schema::NO_NUL_PATTERN) | None => {}
+        Some(svc_contract::chat::URL_PATTERN) => facts.push("an absolute http(s) URL".into()),
+        Some(svc_contract::chat::ORIGIN_PATTERN) => facts.push("an origin: scheme://host[:port]".into()),
+        Some(pattern) => facts.push(format!("matching {pattern}")),
     }
     if let Some(default) = schema.get("default") {
         facts.push(format!("default: {}", plain(default)));

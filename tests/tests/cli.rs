@@ -67,6 +67,7 @@ fn sample(schema: &Value, name: &str) -> Value {
             (Some(p), _) if p.starts_with("^sha256:") => json!("sha256:to-be-computed"),
             (Some(p), _) if p.contains("[a-z0-9]+") => json!("sample-slug"),
             (Some(p), _) if p.starts_with("^#") => json!("#12ab34"),
+            (Some(svc_contract::chat::ORIGIN_PATTERN), _) => json!("https://shop.example.test"),
             (_, Some("uri")) => json!("https://example.test/page"),
             (_, Some("email")) => json!("owner@example.test"),
             _ => json!(format!("{name}-sample")),

@@ -332,7 +332,9 @@ async fn step(pool: &PgPool, agent: AgentId) -> Result<Step> {
             tx.commit().await?;
             Ok(Step::Applied(job))
         }
-        Err(Error::Problem(problem)) => {
+        // A refusal fails the run; a busy or unavailable answer is retried
+        // (the job's backoff, then the sweeper): it says nothing of the entry.
+        Err(Error::Problem(problem)) if !problem.unavailable => {
             tx.rollback().await?;
             let mut tx = conn.begin().await?;
             store::reconcile::fail(&mut tx, run.id, failure_code(&problem)).await?;

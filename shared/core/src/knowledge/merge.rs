@@ -73,6 +73,41 @@ pub async fn maintain(pool: &PgPool, agent: AgentId) -> Result<()> {
     Ok(())
 }
 
+/// The segments (of one language, smallest first) a merge of `fresh` documents
+/// rewrites: those with many masked documents (with `purge`, any), then the
+/// smallest others as long as each is no larger than what is gathered; never
+/// more than `cap` documents in all (the first segment aside), so a merge's
+/// memory and writes stay bounded however large the Agent; masked segments
+/// left out are rewritten by the next merge.
+fn choose(
+    segments: &[&store::knowledge::Segment],
+    masks_in: &HashMap<i64, i64>,
+    fresh: i64,
+    purge: bool,
+    cap: i64,
+) -> Vec<i64> {
+    let mut total = fresh;
+    let mut chosen = Vec::new();
+    for segment in segments {
+        let (masks, size) = (masks_in.get(&segment.id).copied().unwrap_or(0), i64::from(segment.documents));
+        let fits = total == 0 || total + size <= cap;
+        if masks > 0 && (purge || masks * 4 >= size) && fits {
+            chosen.push(segment.id);
+            total += size;
+        }
+    }
+    let purged = chosen.clone();
+    for segment in segments.iter().filter(|s| !purged.contains(&s.id)) {
+        let size = i64::from(segment.documents);
+        if fresh == 0 || size > total || total + size > cap {
+            break;
+        }
+        chosen.push(segment.id);
+        total += size;
+    }
+    chosen
+}
+
 /// One merge of the Agent's index (see the module documentation), whatever
 /// its backlog; with `purge`, every segment holding a masked document is
 /// rewritten. `None` when another merge of the Agent runs.
@@ -103,27 +138,8 @@ pub async fn merge(pool: &PgPool, agent: AgentId, purge: bool) -> Result<Option<
     let mut merged = Merged::default();
     for language in languages {
         let fresh: Vec<&Document> = fresh.iter().filter(|d| d.language == language).collect();
-        let mut total = fresh.len() as i64;
-        let mut chosen = Vec::new();
-        // Segments with many masked documents are rewritten without them.
-        for segment in segments.iter().filter(|s| s.language == language) {
-            let masks = masks_in.get(&segment.id).copied().unwrap_or(0);
-            if masks > 0 && (purge || masks * 4 >= i64::from(segment.documents)) {
-                chosen.push(segment.id);
-                total += i64::from(segment.documents);
-            }
-        }
-        // Then the smallest others, as long as each is no larger than what is
-        // gathered (segments come smallest first).
-        let purged = chosen.clone();
-        for segment in segments.iter().filter(|s| s.language == language && !purged.contains(&s.id)) {
-            let size = i64::from(segment.documents);
-            if fresh.is_empty() || size > total || total + size > MAX_SEGMENT {
-                break;
-            }
-            chosen.push(segment.id);
-            total += size;
-        }
+        let of_language: Vec<&store::knowledge::Segment> = segments.iter().filter(|s| s.language == language).collect();
+        let chosen = choose(&of_language, &masks_in, fresh.len() as i64, purge, MAX_SEGMENT);
         if fresh.is_empty() && chosen.is_empty() {
             continue;
         }
@@ -208,4 +224,32 @@ fn gather(
     }
     words.retain(|_, list| !list.is_empty());
     Ok(words)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn segment(id: i64, documents: i32) -> store::knowledge::Segment {
+        store::knowledge::Segment { id, language: StoredLanguage::En, documents }
+    }
+
+    /// A purge after retirements across every segment of a large Agent does
+    /// not rewrite the whole index into one segment: it stays within the cap,
+    /// and the next merge takes the rest.
+    #[test]
+    fn a_purge_stays_within_the_cap() {
+        let segments = [segment(1, 300), segment(2, 600), segment(3, 900)];
+        let refs: Vec<&store::knowledge::Segment> = segments.iter().collect();
+        let masks: HashMap<i64, i64> = [(1, 1), (2, 1), (3, 1)].into();
+        assert_eq!(choose(&refs, &masks, 0, true, 1_000), [1, 2]);
+        assert_eq!(choose(&refs, &masks, 0, true, 10_000), [1, 2, 3]);
+        // Without a purge, only segments a quarter masked are rewritten.
+        assert!(choose(&refs, &masks, 0, false, 10_000).is_empty());
+        // Fresh documents gather the smallest segments no larger than them.
+        assert_eq!(choose(&refs, &HashMap::new(), 300, false, 10_000), [1, 2, 3]);
+        assert_eq!(choose(&refs, &HashMap::new(), 299, false, 10_000), Vec::<i64>::new());
+        // A single segment larger than the cap can still be purged alone.
+        assert_eq!(choose(&refs[2..], &masks, 0, true, 500), [3]);
+    }
 }
