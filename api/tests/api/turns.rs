@@ -50,6 +50,33 @@ async fn run_jobs(pool: &PgPool, jobs: usize) -> Vec<String> {
     order
 }
 
+/// Alice (a0's Workspace) was served an hour ago and bob (b0's) just now; the
+/// sources `held` have an attempt running, leased to a live worker elsewhere.
+async fn turns_and_leases(pool: &PgPool, held: &[&str]) {
+    sqlx::query(
+        "INSERT INTO workspace_turns (workspace_id, served_at)
+         SELECT DISTINCT r.workspace_id, CASE WHEN k.key = 'b0' THEN now() ELSE now() - interval '1 hour' END
+         FROM knowledge_revisions r JOIN knowledge_sources k ON k.id = r.source_id WHERE k.key IN ('a0', 'b0')",
+    )
+    .execute(pool)
+    .await
+    .unwrap();
+    sqlx::query(
+        "UPDATE knowledge_revisions SET state = 'processing', attempts = 1, lease_owner = 'elsewhere',
+                lease_until = now() + interval '1 hour'
+         WHERE source_id IN (SELECT id FROM knowledge_sources WHERE key = ANY($1))",
+    )
+    .bind(held)
+    .execute(pool)
+    .await
+    .unwrap();
+    sqlx::query("UPDATE knowledge_sources SET candidate_state = 'processing' WHERE key = ANY($1)")
+        .bind(held)
+        .execute(pool)
+        .await
+        .unwrap();
+}
+
 #[sqlx::test(migrations = "../migrations")]
 async fn a_small_workspace_is_served_between_anothers_backlog(pool: PgPool) {
     let s = Tenant::new(pool).await;
@@ -74,18 +101,7 @@ async fn the_workspace_with_fewer_attempts_running_goes_first(pool: PgPool) {
     add(&s, &bob.user.token, &bob.ws, &bob.agent, "b0").await;
     // Alice was served an hour ago, bob just now: alice's turn, unless she
     // already has an attempt running (a0's, leased to a live worker).
-    sqlx::raw_sql(
-        "INSERT INTO workspace_turns (workspace_id, served_at)
-         SELECT DISTINCT r.workspace_id, CASE WHEN k.key = 'b0' THEN now() ELSE now() - interval '1 hour' END
-         FROM knowledge_revisions r JOIN knowledge_sources k ON k.id = r.source_id WHERE k.key IN ('a0', 'b0');
-         UPDATE knowledge_revisions SET state = 'processing', attempts = 1, lease_owner = 'elsewhere',
-                lease_until = now() + interval '1 hour'
-         WHERE source_id = (SELECT id FROM knowledge_sources WHERE key = 'a0');
-         UPDATE knowledge_sources SET candidate_state = 'processing' WHERE key = 'a0'",
-    )
-    .execute(&s.app.pool)
-    .await
-    .unwrap();
+    turns_and_leases(&s.app.pool, &["a0"]).await;
     assert_eq!(run_jobs(&s.app.pool, 1).await, ["b0"], "bob has none running");
     // With a0's attempt gone (its lease run out), alice's oldest is next again.
     sqlx::raw_sql(
@@ -159,18 +175,7 @@ async fn a_workspace_with_everything_held_passes_its_turn(pool: PgPool) {
     add(&s, &bob.user.token, &bob.ws, &bob.agent, "b1").await;
     // One attempt running in each; alice's turn (served an hour ago), but her
     // only revision is held.
-    sqlx::raw_sql(
-        "INSERT INTO workspace_turns (workspace_id, served_at)
-         SELECT DISTINCT r.workspace_id, CASE WHEN k.key = 'b0' THEN now() ELSE now() - interval '1 hour' END
-         FROM knowledge_revisions r JOIN knowledge_sources k ON k.id = r.source_id WHERE k.key IN ('a0', 'b0');
-         UPDATE knowledge_revisions SET state = 'processing', attempts = 1, lease_owner = 'elsewhere',
-                lease_until = now() + interval '1 hour'
-         WHERE source_id IN (SELECT id FROM knowledge_sources WHERE key IN ('a0', 'b0'));
-         UPDATE knowledge_sources SET candidate_state = 'processing' WHERE key IN ('a0', 'b0')",
-    )
-    .execute(&s.app.pool)
-    .await
-    .unwrap();
+    turns_and_leases(&s.app.pool, &["a0", "b0"]).await;
     assert_eq!(run_jobs(&s.app.pool, 1).await, ["b1"]);
     assert_eq!(process_next(&s.app.pool, &processing("turns")).await.unwrap(), Outcome::Skipped, "all held");
 }
