@@ -221,11 +221,13 @@ fn worker_pool(pool: &PgPool, timeouts: Timeouts) -> PgPool {
     connect(&url_of(pool), "svc-worker-faults", 4, timeouts).unwrap()
 }
 
-/// Holds the Workspace's usage row (as a frozen replica's open transaction
-/// does) until dropped or rolled back.
+/// Holds the Workspace's usage row and its shards (as a frozen replica's open
+/// transaction does) until dropped or rolled back: an add finds no shard to
+/// take room on and waits for the row to share room out.
 async fn hold_usage(pool: &PgPool) -> sqlx::Transaction<'static, sqlx::Postgres> {
     let mut holder = pool_begin(pool).await;
     sqlx::query("SELECT 1 FROM workspace_usage FOR UPDATE").execute(&mut *holder).await.unwrap();
+    sqlx::query("SELECT 1 FROM workspace_usage_shards FOR UPDATE").execute(&mut *holder).await.unwrap();
     holder
 }
 

@@ -1,13 +1,17 @@
 //! Usage under concurrent writes (issue 23, 2a): the Entitlement stays exact
-//! while a Workspace's writes run side by side, and no write holds the
-//! Workspace's usage row while it waits for anything else.
+//! while a Workspace's writes run side by side, no write holds the
+//! Workspace's usage row while it waits for anything else, and adds take room
+//! on shards of their own instead of queueing on that row.
 
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use sqlx::PgPool;
-use svc_core::ids::RevisionId;
+use sqlx::{Connection as _, PgPool};
+use svc_core::entitlements::LimitKey;
+use svc_core::ids::{RevisionId, WorkspaceId};
 use svc_core::knowledge::{Outcome, Processing, process};
+use svc_core::store;
+use svc_core::store::usage::Delta;
 
 use crate::helpers::{Tenant, assert_ok, assert_problem};
 use crate::knowledge::{add_input, processing};
@@ -200,4 +204,112 @@ async fn usage_is_exact_after_concurrent_adds_promotions_failures_and_deletes(po
     let (reported, counted) = usage_and_recount(&s).await;
     assert_eq!(reported, counted, "usage (sources, bytes) as reported and as the rows hold it");
     assert_eq!(reported.0, 12, "six of eighteen were deleted");
+}
+
+/// The Workspace's limits as a reservation checks them.
+async fn limits(s: &Tenant) -> [i64; 5] {
+    let ws = WorkspaceId::parse(&s.ws).unwrap();
+    let mut conn = s.app.pool.acquire().await.unwrap();
+    store::workspaces::hold(&mut conn, ws).await.unwrap().entitlement.limit_array()
+}
+
+type Connection = sqlx::pool::PoolConnection<sqlx::Postgres>;
+
+/// Two connections whose own shards differ (a shard is picked by backend pid).
+async fn two_writers(s: &Tenant) -> (Connection, Connection) {
+    let shard = "SELECT (pg_backend_pid() % 16)::int";
+    let mut first = s.app.pool.acquire().await.unwrap();
+    let mine: i32 = sqlx::query_scalar(shard).fetch_one(&mut *first).await.unwrap();
+    let mut others = Vec::new();
+    loop {
+        let mut other = s.app.pool.acquire().await.unwrap();
+        let theirs: i32 = sqlx::query_scalar(shard).fetch_one(&mut *other).await.unwrap();
+        if theirs != mine {
+            return (first, other);
+        }
+        others.push(other);
+    }
+}
+
+fn one_source() -> Delta {
+    Delta::of(LimitKey::KnowledgeSources, 1).and(Delta::of(LimitKey::KnowledgeBytes, 100))
+}
+
+/// Adds of one Workspace hold no lock another add waits for: each takes room
+/// on a shard of its own, so two reservations stand side by side uncommitted
+/// (before the shards, the second waited for the first's usage row).
+#[sqlx::test(migrations = "../migrations")]
+async fn reservations_of_one_workspace_do_not_wait_for_each_other(pool: PgPool) {
+    let s = Tenant::new(pool).await;
+    let (ws, limits) = (WorkspaceId::parse(&s.ws).unwrap(), limits(&s).await);
+    // A first reservation shares out the room.
+    let mut warm = s.app.pool.begin().await.unwrap();
+    assert!(store::usage::reserve(&mut warm, ws, &one_source(), limits).await.unwrap());
+    warm.commit().await.unwrap();
+
+    let (mut a, mut b) = two_writers(&s).await;
+    let mut a = a.begin().await.unwrap();
+    let mut b = b.begin().await.unwrap();
+    sqlx::query("SET LOCAL lock_timeout = '2s'").execute(&mut *b).await.unwrap();
+    assert!(store::usage::reserve(&mut a, ws, &one_source(), limits).await.unwrap());
+    assert!(store::usage::reserve(&mut b, ws, &one_source(), limits).await.expect("no wait for the other add"));
+    b.commit().await.unwrap();
+    a.commit().await.unwrap();
+    let mut conn = s.app.pool.acquire().await.unwrap();
+    let usage = store::usage::get(&mut conn, ws).await.unwrap();
+    assert_eq!((usage.knowledge_sources, usage.knowledge_bytes), (3, 300));
+}
+
+/// Room escrowed to a shard another writer holds is waited for, not refused:
+/// with one source of room left, on a shard held by a transaction that then
+/// lets go, the reservation is granted; the next one is refused.
+#[sqlx::test(migrations = "../migrations")]
+async fn room_on_a_held_shard_is_waited_for_then_the_limit_refuses(pool: PgPool) {
+    let s = Tenant::new(pool).await;
+    svc_core::admin::plan_set(&s.app.pool, &s.ws, "pro", &["knowledge_sources=2".to_owned()]).await.unwrap();
+    let (ws, limits) = (WorkspaceId::parse(&s.ws).unwrap(), limits(&s).await);
+    let mut first = s.app.pool.begin().await.unwrap();
+    assert!(store::usage::reserve(&mut first, ws, &one_source(), limits).await.unwrap());
+    first.commit().await.unwrap();
+    let held: i16 = sqlx::query_scalar("SELECT shard FROM workspace_usage_shards WHERE sources_room > 0")
+        .fetch_one(&s.app.pool)
+        .await
+        .expect("the one source of room left, on one shard");
+
+    let mut holder = s.app.pool.begin().await.unwrap();
+    sqlx::query("SELECT 1 FROM workspace_usage_shards WHERE shard = $1 FOR UPDATE")
+        .bind(held)
+        .execute(&mut *holder)
+        .await
+        .unwrap();
+    let release = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(150)).await;
+        holder.rollback().await.unwrap();
+    });
+    let mut second = s.app.pool.begin().await.unwrap();
+    assert!(store::usage::reserve(&mut second, ws, &one_source(), limits).await.unwrap(), "granted once let go");
+    second.commit().await.unwrap();
+    release.await.unwrap();
+
+    let mut third = s.app.pool.begin().await.unwrap();
+    assert!(!store::usage::reserve(&mut third, ws, &one_source(), limits).await.unwrap(), "at the limit");
+    third.rollback().await.unwrap();
+    let mut conn = s.app.pool.acquire().await.unwrap();
+    assert_eq!(store::usage::get(&mut conn, ws).await.unwrap().knowledge_sources, 2);
+}
+
+/// Room shared out under a limit is not used once the limit is lowered.
+#[sqlx::test(migrations = "../migrations")]
+async fn a_lowered_limit_takes_back_the_room_shared_out(pool: PgPool) {
+    let s = Tenant::new(pool).await;
+    svc_core::admin::plan_set(&s.app.pool, &s.ws, "pro", &["knowledge_sources=100".to_owned()]).await.unwrap();
+    s.ok("knowledge-sources/add", add_input(&s.agent, "one", "The first source.")).await;
+    svc_core::admin::plan_set(&s.app.pool, &s.ws, "pro", &["knowledge_sources=2".to_owned()]).await.unwrap();
+    s.ok("knowledge-sources/add", add_input(&s.agent, "two", "The second source.")).await;
+    let third = s.call("knowledge-sources/add", add_input(&s.agent, "three", "The third source.")).await;
+    let body = assert_problem(&third, 403, "limit_exceeded");
+    assert_eq!(body["error"]["details"]["limit"], "knowledge_sources");
+    let (reported, counted) = usage_and_recount(&s).await;
+    assert_eq!(reported.0, 2);
+    assert_eq!(reported, counted);
 }

@@ -213,21 +213,23 @@ pub fn admit(op: &Operation, archived: bool, entitlement: &Entitlement, now: Off
 
 /// Grows the Workspace's usage by `delta` within its limits, in the caller's
 /// transaction: `limit_exceeded` (and nothing written) when a counter the delta
-/// grows would pass its limit. One conditional UPDATE checks and counts, so
-/// concurrent writers never pass a limit together; it holds the usage row until
-/// the transaction ends, so the caller makes it its last write.
+/// grows would pass its limit. The check and the count are one step (see
+/// `store::usage`), so concurrent writers never pass a limit together; what it
+/// locks is held until the transaction ends, so the caller makes it its last
+/// write.
 pub async fn reserve(
     conn: &mut sqlx::PgConnection,
     workspace: crate::ids::WorkspaceId,
     entitlement: &Entitlement,
     delta: &Delta,
 ) -> crate::error::Result<()> {
-    if crate::store::usage::reserve(conn, workspace, delta, entitlement.limit_array()).await?.is_some() {
+    if crate::store::usage::reserve(conn, workspace, delta, entitlement.limit_array()).await? {
         return Ok(());
     }
     match refusal(conn, workspace, entitlement, delta).await? {
         Some(problem) => Err(problem.into()),
-        // The counters moved between the two statements: nothing was written,
+        // The counters moved between the two statements, or the room left was
+        // escrowed to other writers' shards throughout: nothing was written,
         // and a retry decides.
         None => Err(Problem::busy().into()),
     }

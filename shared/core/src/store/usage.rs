@@ -1,20 +1,31 @@
-//! What a Workspace uses of its limits: one `workspace_usage` row, changed by the
-//! writes that change usage, in their own transactions.
+//! What a Workspace uses of its limits: one `workspace_usage` row and, for
+//! knowledge, its escrowed shards ([`shards`]), changed by the writes that
+//! change usage, in their own transactions.
 //!
-//! Every writer of a Workspace ends on this row, so a writer takes it last and
-//! briefly: its one usage statement ([`reserve`] or [`adjust`]) comes after its
-//! other writes, just before the commit. The statement itself is the lock (an
-//! UPDATE holds the row until the transaction ends) and, for [`reserve`], the
-//! limit check: two writers never read the same usage and both pass. Nothing
-//! waits on another row while holding this one, so writers of one Workspace
-//! wait for each other only for the end of a transaction, never for its work
-//! (an add's inserts, a promotion's index write), and usage changes in the
+//! A writer changes usage with its last statement ([`reserve`] or [`adjust`]),
+//! after its other writes, just before the commit, so what it locks there is
+//! held briefly. On the row, the statement itself is the lock (an UPDATE holds
+//! the row until the transaction ends) and, for a reservation, the limit
+//! check: two writers never read the same usage and both pass. Knowledge grows
+//! on the shards instead, so a Workspace's adds do not queue on its row (a
+//! bulk import is many adds at once); frees lower the row's knowledge base.
+//! Nothing waits on another row while holding these, and usage changes in the
 //! same transaction as what it counts: right after a crash too.
 
-use sqlx::PgConnection;
+use sqlx::{Connection, PgConnection};
 
 use crate::entitlements::LimitKey;
 use crate::ids::WorkspaceId;
+
+pub mod shards;
+
+use shards::{Reservation, Wanted};
+
+/// How long a reservation waits at most, in steps of [`UNDECIDED_PAUSE`], for
+/// room escrowed to shards that other writers hold (each at its last
+/// statement) before it answers that it could not decide.
+const UNDECIDED_TRIES: u32 = 50;
+const UNDECIDED_PAUSE: std::time::Duration = std::time::Duration::from_millis(10);
 
 /// Usage counted against the limits, by limit key.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -71,26 +82,47 @@ impl Delta {
             conversations: self.conversations + other.conversations,
         }
     }
+
+    /// The knowledge this change grows (reserved on the shards), and the rest
+    /// (applied to the row, frees of knowledge included).
+    fn split(&self) -> (Delta, Delta) {
+        let grown = Delta {
+            knowledge_sources: self.knowledge_sources.max(0),
+            knowledge_bytes: self.knowledge_bytes.max(0),
+            ..Delta::default()
+        };
+        let rest = Delta {
+            knowledge_sources: self.knowledge_sources.min(0),
+            knowledge_bytes: self.knowledge_bytes.min(0),
+            ..*self
+        };
+        (grown, rest)
+    }
 }
 
 /// The usage row of a new Workspace.
 #[tracing::instrument(level = "debug", skip(conn))]
 pub async fn create(conn: &mut PgConnection, workspace: WorkspaceId) -> sqlx::Result<()> {
     sqlx::query!("INSERT INTO workspace_usage (workspace_id) VALUES ($1)", workspace as WorkspaceId)
-        .execute(conn)
+        .execute(&mut *conn)
         .await?;
-    Ok(())
+    shards::create(conn, workspace).await
 }
 
+/// The usage committed now (the row and its shards).
 #[tracing::instrument(level = "debug", skip(conn))]
 pub async fn get(conn: &mut PgConnection, workspace: WorkspaceId) -> sqlx::Result<Usage> {
     sqlx::query_as!(
         Usage,
         r#"
-        SELECT agents, api_keys, knowledge_sources, knowledge_bytes,
-               CASE WHEN conversations_month = date_trunc('month', now() AT TIME ZONE 'UTC')::date
-                    THEN conversations ELSE 0 END AS "conversations!"
-        FROM workspace_usage WHERE workspace_id = $1
+        SELECT u.agents, u.api_keys,
+               u.knowledge_sources + (SELECT coalesce(sum(s.sources), 0) FROM workspace_usage_shards s
+                                      WHERE s.workspace_id = u.workspace_id)::bigint AS "knowledge_sources!",
+               u.knowledge_bytes + (SELECT coalesce(sum(s.bytes), 0) FROM workspace_usage_shards s
+                                    WHERE s.workspace_id = u.workspace_id)::bigint AS "knowledge_bytes!",
+               CASE WHEN u.conversations_month = date_trunc('month', now() AT TIME ZONE 'UTC')::date
+                    THEN u.conversations ELSE 0 END AS "conversations!"
+        FROM workspace_usage u WHERE u.workspace_id = $1
         "#,
         workspace as WorkspaceId,
     )
@@ -99,21 +131,72 @@ pub async fn get(conn: &mut PgConnection, workspace: WorkspaceId) -> sqlx::Resul
 }
 
 /// Applies `delta` if every counter it grows stays within its limit (`limits`,
-/// in the order of [`LimitKey::ALL`]); `None`, with nothing written, otherwise.
+/// in the order of [`LimitKey::ALL`]); `false`, with nothing written, otherwise
+/// (also when room is left only on shards other writers held throughout).
 /// A counter the delta does not grow is not checked, so a Workspace over a
 /// lowered limit can still shrink.
 ///
-/// The row stays locked until the transaction ends: call it last (see the
-/// module documentation).
+/// What it locks stays locked until the transaction ends: call it last (see
+/// the module documentation).
 #[tracing::instrument(level = "debug", skip(conn))]
 pub async fn reserve(
     conn: &mut PgConnection,
     workspace: WorkspaceId,
     delta: &Delta,
     limits: [i64; 5],
-) -> sqlx::Result<Option<Usage>> {
-    sqlx::query_as!(
-        Usage,
+) -> sqlx::Result<bool> {
+    let (grown, rest) = delta.split();
+    if grown == Delta::default() {
+        return reserve_on_row(conn, workspace, &rest, limits).await;
+    }
+    if rest == Delta::default() {
+        return reserve_on_shards(conn, workspace, &grown, limits).await;
+    }
+    // Both: the row first (the order every writer takes them in), and neither
+    // written unless both are.
+    let mut both = conn.begin().await?;
+    let reserved = reserve_on_row(&mut both, workspace, &rest, limits).await?
+        && reserve_on_shards(&mut both, workspace, &grown, limits).await?;
+    if reserved {
+        both.commit().await?
+    } else {
+        both.rollback().await?
+    }
+    Ok(reserved)
+}
+
+/// Grows knowledge on the shards: a few tries while the room left is escrowed
+/// to shards other writers hold (they are at their last statement).
+async fn reserve_on_shards(
+    conn: &mut PgConnection,
+    workspace: WorkspaceId,
+    grown: &Delta,
+    limits: [i64; 5],
+) -> sqlx::Result<bool> {
+    let wanted = Wanted {
+        sources: grown.knowledge_sources,
+        bytes: grown.knowledge_bytes,
+        sources_limit: limits[2],
+        bytes_limit: limits[3],
+    };
+    for _ in 1..UNDECIDED_TRIES {
+        match shards::reserve(conn, workspace, wanted).await? {
+            Reservation::Granted => return Ok(true),
+            Reservation::Refused => return Ok(false),
+            Reservation::Undecided => tokio::time::sleep(UNDECIDED_PAUSE).await,
+        }
+    }
+    Ok(shards::reserve(conn, workspace, wanted).await? == Reservation::Granted)
+}
+
+/// Applies a delta that grows no knowledge to the row, checking what it grows.
+async fn reserve_on_row(
+    conn: &mut PgConnection,
+    workspace: WorkspaceId,
+    delta: &Delta,
+    limits: [i64; 5],
+) -> sqlx::Result<bool> {
+    let applied = sqlx::query_scalar!(
         r#"
         WITH month AS (SELECT date_trunc('month', now() AT TIME ZONE 'UTC')::date AS start),
              d AS (SELECT $2::bigint AS agents, $3::bigint AS api_keys, $4::bigint AS sources,
@@ -130,32 +213,29 @@ pub async fn reserve(
         WHERE u.workspace_id = $1
           AND (d.agents <= 0 OR u.agents + d.agents <= $7)
           AND (d.api_keys <= 0 OR u.api_keys + d.api_keys <= $8)
-          AND (d.sources <= 0 OR u.knowledge_sources + d.sources <= $9)
-          AND (d.bytes <= 0 OR u.knowledge_bytes + d.bytes <= $10)
           AND (d.conversations <= 0
                OR CASE WHEN u.conversations_month = month.start THEN u.conversations ELSE 0 END
-                  + d.conversations <= $11)
-        RETURNING u.agents, u.api_keys, u.knowledge_sources, u.knowledge_bytes, u.conversations
+                  + d.conversations <= $9)
+        RETURNING 1 AS "applied!"
         "#,
         workspace as WorkspaceId,
         delta.agents,
         delta.api_keys,
-        delta.knowledge_sources,
-        delta.knowledge_bytes,
+        delta.knowledge_sources.min(0),
+        delta.knowledge_bytes.min(0),
         delta.conversations,
         limits[0],
         limits[1],
-        limits[2],
-        limits[3],
         limits[4],
     )
     .fetch_optional(conn)
-    .await
+    .await?;
+    Ok(applied.is_some())
 }
 
-/// Applies `delta` without checking limits: for changes that free what they
-/// count (a deletion, a revision replaced), or that were reserved already. The
-/// row stays locked until the transaction ends: call it last.
+/// Applies `delta` to the row without checking limits: for changes that free
+/// what they count (a deletion, a revision replaced). The row stays locked
+/// until the transaction ends: call it last.
 #[tracing::instrument(level = "debug", skip(conn))]
 pub async fn adjust(conn: &mut PgConnection, workspace: WorkspaceId, delta: &Delta) -> sqlx::Result<()> {
     sqlx::query!(
