@@ -115,9 +115,10 @@ pub fn router(state: AppState, config: &ServeConfig, shutdown: CancellationToken
             () = service.follow_changes() => {}
         }
     });
-    let mcp = Router::new()
-        .nest_service("/api/mcp", mcp::service(state.clone(), allowed_hosts(config), shutdown))
-        .layer(middleware::from_fn_with_state(state.clone(), mcp::gate));
+    let mcp_service = mcp::service(state.clone(), allowed_hosts(config), shutdown);
+    let gate = mcp::Gate::new(state.clone(), &mcp_service.config);
+    let mcp =
+        Router::new().nest_service("/api/mcp", mcp_service).layer(middleware::from_fn_with_state(gate, mcp::gate));
     let resource_metadata = get(crate::resource_metadata::document);
     let metrics = state.metrics.clone();
     let dev_idp = match &state.dev_idp {

@@ -3,7 +3,10 @@
 //!
 //! The server is stateless (no session, JSON responses). A middleware in front
 //! of rmcp authenticates the bearer credential before any JSON-RPC is read, so a
-//! missing or invalid one is a plain HTTP 401.
+//! missing or invalid one is a plain HTTP 401. It also answers the plainest
+//! `tools/call` requests itself, as rmcp would ([`fast`]).
+
+mod fast;
 
 use std::sync::{Arc, OnceLock};
 use std::time::Instant;
@@ -46,7 +49,7 @@ const MAX_MCP_BODY: usize = catalog::MAX_BODY_LIMIT + FRAMING;
 #[derive(Clone)]
 struct Authenticated(Result<Arc<Caller>, Problem>);
 
-/// The MCP service, to be mounted at `/api/mcp`. Bodies reach it read and
+/// The MCP service, to be mounted at `/api/mcp` behind [`gate`]. Bodies reach it read and
 /// checked by [`gate`], so its own cap is only a backstop.
 pub fn service(
     state: AppState,
@@ -67,6 +70,21 @@ pub fn service(
     )
 }
 
+/// What [`gate`] works with: the state, and what the fast path must know of
+/// rmcp's service.
+#[derive(Clone)]
+pub struct Gate {
+    state: AppState,
+    fast: Arc<fast::FastPath>,
+}
+
+impl Gate {
+    /// The gate in front of the rmcp service configured with `config`.
+    pub fn new(state: AppState, config: &StreamableHttpServerConfig) -> Self {
+        Self { state, fast: Arc::new(fast::FastPath::new(config)) }
+    }
+}
+
 /// Everything rmcp would refuse at the HTTP level is refused here first, with
 /// the contract's JSON (contract §1, §13), before rmcp reads anything: a method
 /// other than POST (405), a missing `Accept` (406) or non-JSON `Content-Type`
@@ -74,8 +92,10 @@ pub fn service(
 /// the limit of the tool it calls (413, as it streams), and a message that is
 /// not one JSON-RPC 2.0 request (a JSON-RPC error). Large bodies take their
 /// share of the budget first, like HTTP's. Any refusal rmcp still answers in
-/// plain text is rewritten as the error envelope.
-pub async fn gate(State(state): State<AppState>, request: Request, next: Next) -> Response {
+/// plain text is rewritten as the error envelope. A `tools/call` that rmcp
+/// would run without a question is answered here, as rmcp would ([`fast`]).
+pub async fn gate(State(gate): State<Gate>, request: Request, next: Next) -> Response {
+    let state = &gate.state;
     let request_id = request.extensions().get::<RequestId>().cloned().unwrap_or_default();
     let refuse = |problem: Problem| response::problem(&problem, &request_id);
     let headers = request.headers();
@@ -118,11 +138,21 @@ pub async fn gate(State(state): State<AppState>, request: Request, next: Next) -
         Ok(bytes) => bytes,
         Err(problem) => return refuse(problem),
     };
-    let called = match probe(&bytes, &request_id) {
-        Ok(called) => called,
+    let Probed { called, tool_call } = match probe(&bytes, &request_id) {
+        Ok(probed) => probed,
         Err(refusal) => return refusal,
     };
     parts.extensions.insert(authenticated);
+    if tool_call
+        && gate.fast.admits(&parts.headers)
+        && let Some((id, params)) = fast::tool_call(&bytes)
+    {
+        drop(bytes);
+        let result = call(state, params, Some(&parts)).await;
+        let mut response = fast::answer(id, result, &request_id);
+        response.extensions_mut().insert(called);
+        return response;
+    }
     let response = next.run(Request::from_parts(parts, Body::from(bytes))).await;
     let mut response = with_request_id(response, &request_id).await;
     response.extensions_mut().insert(called);
@@ -218,6 +248,13 @@ impl<'de> Deserialize<'de> for JsonKind {
     }
 }
 
+/// What [`probe`] found: the name of the call for the access log, and whether
+/// it is a `tools/call`.
+struct Probed {
+    called: Called,
+    tool_call: bool,
+}
+
 /// JSON-RPC error codes.
 const PARSE_ERROR: i64 = -32700;
 const INVALID_REQUEST: i64 = -32600;
@@ -226,7 +263,7 @@ const INVALID_PARAMS: i64 = -32602;
 /// Checks the message is one JSON-RPC 2.0 request rmcp can take, and a tool
 /// call's body is within its operation's limit.
 #[expect(clippy::result_large_err, reason = "the error is the response itself")]
-fn probe(bytes: &[u8], request_id: &RequestId) -> Result<Called, Response> {
+fn probe(bytes: &[u8], request_id: &RequestId) -> Result<Probed, Response> {
     let error = |status: StatusCode, id: Option<Value>, code: i64, message: &str| {
         json_rpc_error(status, id, code, message, request_id)
     };
@@ -257,7 +294,7 @@ fn probe(bytes: &[u8], request_id: &RequestId) -> Result<Called, Response> {
     if message.method.as_deref() != Some("tools/call") {
         // The method names the call in the access log (cut: it is the client's text).
         let method: String = message.method.unwrap_or_default().chars().take(40).collect();
-        return Ok(Called(method.into()));
+        return Ok(Probed { called: Called(method.into()), tool_call: false });
     }
     let params = message.params.unwrap_or(ProbeParams { name: None, arguments: None });
     if params.arguments.as_ref().is_some_and(|kind| *kind != JsonKind::Object) {
@@ -270,7 +307,7 @@ fn probe(bytes: &[u8], request_id: &RequestId) -> Result<Called, Response> {
     {
         return Err(response::problem(&Problem::body_too_large(op.body_limit), request_id));
     }
-    Ok(Called(op.map_or("tools/call", |op| op.id).into()))
+    Ok(Probed { called: Called(op.map_or("tools/call", |op| op.id).into()), tool_call: true })
 }
 
 fn json_rpc_error(status: StatusCode, id: Option<Value>, code: i64, message: &str, request_id: &RequestId) -> Response {
@@ -382,39 +419,48 @@ impl ServerHandler for McpServer {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
-        let parts = context.extensions.get::<http::request::Parts>();
-        let request_id = parts.and_then(|p| p.extensions.get::<RequestId>()).cloned().unwrap_or_default();
-        let Some(op) = catalog::by_tool_name(&request.name) else {
-            return Err(McpError::invalid_params(
-                format!("Unknown tool: {}", request.name),
-                Some(json!({ "tool": request.name, "requestId": request_id.0 })),
-            ));
-        };
-        let authenticated = parts.and_then(|p| p.extensions.get::<Authenticated>()).cloned();
-        let hints = parts.map(|p| client_hints(&p.headers)).unwrap_or_default();
-        let input = Value::Object(request.arguments.unwrap_or_default());
-
-        let started = Instant::now();
-        let result = match authenticated {
-            Some(Authenticated(Ok(caller))) => self.state.service.call(op, &caller, input, &hints).await,
-            Some(Authenticated(Err(problem))) => Err(problem),
-            None => {
-                tracing::error!("an MCP tool call reached the tool without the authentication step");
-                Err(Problem::internal())
-            }
-        };
-        let outcome = result.as_ref().err().map(|p| p.code);
-        self.state.metrics.record(Surface::Mcp, op, outcome, started.elapsed());
-        let result = match result {
-            Ok(reply) => match serde_json::to_value(response::Envelope::new(&reply, &request_id)) {
-                Ok(envelope) => CallToolResult::structured(envelope),
-                Err(error) => {
-                    tracing::error!(%error, "could not serialize a tool result");
-                    CallToolResult::structured_error(response::problem_body(&Problem::internal(), &request_id))
-                }
-            },
-            Err(problem) => CallToolResult::structured_error(response::problem_body(&problem, &request_id)),
-        };
-        Ok(result.into())
+        call(&self.state, request, context.extensions.get::<http::request::Parts>()).await.map(Into::into)
     }
+}
+
+/// A tool call, on rmcp's path and on the fast path alike: runs the tool's
+/// operation for the caller the gate authenticated (in `parts`), and answers
+/// the envelope or the problem as the tool's result.
+async fn call(
+    state: &AppState,
+    request: CallToolRequestParams,
+    parts: Option<&http::request::Parts>,
+) -> Result<CallToolResult, McpError> {
+    let request_id = parts.and_then(|p| p.extensions.get::<RequestId>()).cloned().unwrap_or_default();
+    let Some(op) = catalog::by_tool_name(&request.name) else {
+        return Err(McpError::invalid_params(
+            format!("Unknown tool: {}", request.name),
+            Some(json!({ "tool": request.name, "requestId": request_id.0 })),
+        ));
+    };
+    let authenticated = parts.and_then(|p| p.extensions.get::<Authenticated>()).cloned();
+    let hints = parts.map(|p| client_hints(&p.headers)).unwrap_or_default();
+    let input = Value::Object(request.arguments.unwrap_or_default());
+
+    let started = Instant::now();
+    let result = match authenticated {
+        Some(Authenticated(Ok(caller))) => state.service.call(op, &caller, input, &hints).await,
+        Some(Authenticated(Err(problem))) => Err(problem),
+        None => {
+            tracing::error!("an MCP tool call reached the tool without the authentication step");
+            Err(Problem::internal())
+        }
+    };
+    let outcome = result.as_ref().err().map(|p| p.code);
+    state.metrics.record(Surface::Mcp, op, outcome, started.elapsed());
+    Ok(match result {
+        Ok(reply) => match serde_json::to_value(response::Envelope::new(&reply, &request_id)) {
+            Ok(envelope) => CallToolResult::structured(envelope),
+            Err(error) => {
+                tracing::error!(%error, "could not serialize a tool result");
+                CallToolResult::structured_error(response::problem_body(&Problem::internal(), &request_id))
+            }
+        },
+        Err(problem) => CallToolResult::structured_error(response::problem_body(&problem, &request_id)),
+    })
 }

@@ -199,3 +199,171 @@ async fn oversized_requests_are_refused_before_they_are_read(pool: PgPool) {
     assert_eq!(body["error"]["details"]["issues"][0]["path"], "/name");
     assert_eq!(app.count("SELECT count(*) FROM agents").await, 0);
 }
+
+/// Sends `message` to the MCP endpoint with the usual headers, `headers`
+/// replacing or adding to them.
+async fn send(app: &TestApp, token: &str, message: &Value, headers: &[(&str, &str)]) -> svc_tests::http::TestResponse {
+    let auth = format!("Bearer {token}");
+    let mut all = vec![
+        ("host", "svc.test"),
+        ("content-type", "application/json"),
+        ("accept", "application/json, text/event-stream"),
+        ("authorization", auth.as_str()),
+    ];
+    for (name, _) in headers {
+        all.retain(|(n, _)| n != name);
+    }
+    all.extend_from_slice(headers);
+    let mut request = http::Request::builder().method("POST").uri("/api/mcp");
+    for (name, value) in all {
+        request = request.header(name, value);
+    }
+    app.send(request.body(axum::body::Body::from(message.to_string())).unwrap()).await
+}
+
+/// A response as it can be compared with another one's: status, media type
+/// and body, the request id (which differs per request) replaced.
+fn comparable(response: &svc_tests::http::TestResponse) -> (u16, Option<String>, Value) {
+    let request_id = response.header("x-request-id").expect("a request id");
+    let body = response.text().replace(request_id, "req_same");
+    let body = serde_json::from_str(&body).unwrap_or(Value::String(body));
+    (response.status, response.header("content-type").map(str::to_owned), body)
+}
+
+/// rmcp's own header check: it takes a quality value, which the fast path
+/// leaves to rmcp.
+const RMCP_ACCEPT: (&str, &str) = ("accept", "application/json, text/event-stream;q=0.9");
+
+/// The tool calls the gate answers itself get the JSON rmcp's service gives
+/// for the same message: results, problems, JSON-RPC errors, ids of both kinds.
+#[sqlx::test(migrations = "../migrations")]
+async fn the_fast_path_answers_as_rmcp_does(pool: PgPool) {
+    let app = TestApp::new(pool).await;
+    let (owner, ws) = app.owner("alice").await;
+    let agent = app.agent(&owner, &ws, "Helper").await;
+    let (mallory, _) = app.owner("mallory").await;
+    let newcomer = app.issuer().token("newcomer");
+    let call =
+        |id: Value, params: Value| json!({ "jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params });
+    let inspect = json!({ "name": "svc_agent_inspect", "arguments": { "agentId": agent } });
+    let cases = [
+        (&owner.token, call(json!(1), inspect.clone())),
+        (&owner.token, call(json!("call-7"), inspect.clone())),
+        (&owner.token, call(json!(-42), inspect.clone())),
+        (&owner.token, call(json!(3), json!({ "name": "svc_agent_list" }))),
+        (
+            &owner.token,
+            call(json!(4), json!({ "name": "svc_agent_list", "arguments": {}, "_meta": { "progressToken": "p" } })),
+        ),
+        (&mallory.token, call(json!(5), inspect.clone())),
+        (&newcomer, call(json!(6), inspect.clone())),
+        (&owner.token, call(json!(7), json!({ "name": "svc_agent_create", "arguments": { "name": "x".repeat(121) } }))),
+        (&owner.token, call(json!(8), json!({ "name": "svc_nope", "arguments": {} }))),
+        (&owner.token, call(json!("nine"), json!({ "name": "svc_agent_list", "arguments": [1] }))),
+        (&owner.token, call(json!(10), json!({ "name": 5 }))),
+        (&owner.token, json!({ "jsonrpc": "2.0", "id": 11, "method": "tools/call" })),
+    ];
+    for (token, message) in &cases {
+        let fast = send(&app, token, message, &[]).await;
+        let rmcp = send(&app, token, message, &[RMCP_ACCEPT]).await;
+        assert_eq!(comparable(&fast), comparable(&rmcp), "{message}");
+    }
+    // The first is what an agent.inspect over HTTP answers.
+    let (is_error, structured) = envelope(&send(&app, &owner.token, &cases[0].1, &[]).await);
+    assert!(!is_error);
+    let http = app.op("agents/inspect", &owner.token, None, json!({ "agentId": agent })).await;
+    assert_eq!(without_request_id(structured), without_request_id(http.json()));
+    assert_eq!(app.count("SELECT count(*) FROM agents").await, 1);
+}
+
+/// A request the fast path leaves to rmcp gets rmcp's answer: a refusal of its
+/// headers as before, or the tool's result.
+#[sqlx::test(migrations = "../migrations")]
+async fn requests_the_fast_path_leaves_get_rmcps_answer(pool: PgPool) {
+    let app = TestApp::new(pool).await;
+    let (owner, ws) = app.owner("alice").await;
+    let agent = app.agent(&owner, &ws, "Helper").await;
+    let message = json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": { "name": "svc_agent_inspect", "arguments": { "agentId": agent } } });
+    let fast = comparable(&send(&app, &owner.token, &message, &[]).await);
+    assert_eq!(fast.0, 200);
+    // The call runs, on rmcp's path (a quality value, an Origin, `Mcp-*`
+    // headers) or on the fast path (a settled version, another allowed host),
+    // with the same answer.
+    for header in [
+        RMCP_ACCEPT,
+        ("origin", "https://a.example"),
+        ("mcp-method", "tools/call"),
+        ("mcp-session-id", "none"),
+        ("mcp-protocol-version", "2025-06-18"),
+        ("mcp-protocol-version", "2025-11-25"),
+        ("host", "127.0.0.1:8080"),
+    ] {
+        assert_eq!(comparable(&send(&app, &owner.token, &message, &[header]).await), fast, "{header:?}");
+    }
+    // rmcp refuses at the HTTP level: the error envelope, as before.
+    for (header, status, text) in [
+        (("mcp-protocol-version", "1999-01-01"), 400, "Unsupported MCP-Protocol-Version: 1999-01-01"),
+        (("host", "evil.example"), 403, "Host header is not allowed"),
+        (("accept", "*/*"), 406, "Not Acceptable"),
+        (("accept", "application/json;q=0, text/event-stream"), 406, "Not Acceptable"),
+    ] {
+        let response = send(&app, &owner.token, &message, &[header]).await;
+        let body = assert_problem(&response, status, "invalid_request");
+        assert!(body["error"]["message"].as_str().unwrap().contains(text), "{header:?}: {body}");
+    }
+    // rmcp refuses with a JSON-RPC error: 2026-07-28 wants SEP-2243 headers and
+    // per-request `_meta`, and a `_meta` version wants the header too.
+    let mut versioned = message.clone();
+    versioned["params"]["_meta"] = json!({ "io.modelcontextprotocol/protocolVersion": "2025-06-18" });
+    for (message, header) in [(&message, Some(("mcp-protocol-version", "2026-07-28"))), (&versioned, None)] {
+        let response = send(&app, &owner.token, message, header.as_slice()).await;
+        assert_eq!(response.status, 400, "{}", response.text());
+        let body = response.json();
+        assert_eq!(body["error"]["code"], -32020, "{body}");
+        assert_eq!(body["id"], 1);
+        assert_eq!(body["error"]["data"]["requestId"], response.header("x-request-id").unwrap());
+    }
+}
+
+/// A tool call the gate answers itself is not cut short when shutdown starts:
+/// it finishes within the grace period, as over HTTP. (rmcp's service answers
+/// 500 at once while its handler runs on; see `docs/decisions.md`.)
+#[sqlx::test(migrations = "../migrations")]
+async fn a_tool_call_in_flight_at_shutdown_finishes(pool: PgPool) {
+    use tower::ServiceExt;
+    let app = TestApp::new(pool.clone()).await;
+    let (owner, ws) = app.owner("alice").await;
+    let agent = app.agent(&owner, &ws, "Helper").await;
+    let config = crate::helpers::config();
+    let shutdown = tokio_util::sync::CancellationToken::new();
+    let router = svc_api::router(svc_api::AppState::new(pool.clone(), &config).unwrap(), &config, shutdown.clone());
+    // A mutation re-reads its Workspace under FOR SHARE: held here, it waits.
+    let mut lock = pool.begin().await.unwrap();
+    sqlx::query("LOCK TABLE workspaces IN EXCLUSIVE MODE").execute(&mut *lock).await.unwrap();
+    let message = json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": { "name": "svc_agent_configure", "arguments": { "agentId": agent, "temperature": 0.5 } } });
+    let request = http::Request::builder()
+        .method("POST")
+        .uri("/api/mcp")
+        .header("host", "svc.test")
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("authorization", format!("Bearer {}", owner.token))
+        .header("svc-workspace", ws.as_str())
+        .body(axum::body::Body::from(message.to_string()))
+        .unwrap();
+    let call = tokio::spawn(router.oneshot(request));
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert!(!call.is_finished(), "the call waits for the Workspace");
+    shutdown.cancel();
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    lock.rollback().await.unwrap();
+    let response = call.await.unwrap().unwrap();
+    let (parts, body) = response.into_parts();
+    let body = http_body_util::BodyExt::collect(body).await.unwrap().to_bytes();
+    let response = svc_tests::http::TestResponse { status: parts.status.as_u16(), headers: parts.headers, body };
+    let (is_error, structured) = envelope(&response);
+    assert!(!is_error, "{structured}");
+    assert_eq!(structured["data"]["agent"]["configuration"]["temperature"], 0.5);
+}
