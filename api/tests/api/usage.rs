@@ -313,3 +313,40 @@ async fn a_lowered_limit_takes_back_the_room_shared_out(pool: PgPool) {
     assert_eq!(reported.0, 2);
     assert_eq!(reported, counted);
 }
+
+/// A replace that frees a superseded candidate's bytes makes one change of
+/// usage: while it waits for room escrowed to shards another writer holds, it
+/// holds no usage row, so the Workspace's other writers (here one changing
+/// its Agents' count, as an Agent create does) do not wait for it.
+#[sqlx::test(migrations = "../migrations")]
+async fn a_replace_waiting_for_room_holds_up_no_other_write(pool: PgPool) {
+    let s = Tenant::new(pool).await;
+    svc_core::admin::plan_set(&s.app.pool, &s.ws, "pro", &["knowledge_bytes=1000".to_owned()]).await.unwrap();
+    let added = s.ok("knowledge-sources/add", add_input(&s.agent, "doc", "Short first content.")).await;
+    let id = added["knowledgeSource"]["id"].as_str().unwrap().to_owned();
+    // Every shard held, as by writers at their last statement.
+    let mut holder = s.app.pool.begin().await.unwrap();
+    sqlx::query("SELECT 1 FROM workspace_usage_shards FOR UPDATE").execute(&mut *holder).await.unwrap();
+    let replace = {
+        let (app, token, ws) = (s.app.clone(), s.owner.token.clone(), s.ws.clone());
+        let input = replace_input(&s.agent, &id, "r2", "A longer second content, waiting for room.");
+        tokio::spawn(async move { app.op("knowledge-sources/replace", &token, Some(&ws), input).await })
+    };
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    let mut other = s.app.pool.begin().await.unwrap();
+    sqlx::query("SET LOCAL lock_timeout = '100ms'").execute(&mut *other).await.unwrap();
+    sqlx::query("UPDATE workspace_usage SET agents = agents WHERE workspace_id = $1::uuid")
+        .bind(WorkspaceId::parse(&s.ws).unwrap().0)
+        .execute(&mut *other)
+        .await
+        .expect("the usage row is free while the replace waits");
+    other.rollback().await.unwrap();
+    let replaced = replace.await.unwrap();
+    let body = assert_problem(&replaced, 503, "internal_error");
+    assert_eq!(body["error"]["details"]["reason"], "busy");
+    holder.rollback().await.unwrap();
+    let input = replace_input(&s.agent, &id, "r2", "A longer second content, waiting for room.");
+    assert_ok("knowledge-sources/replace", &s.call("knowledge-sources/replace", input).await);
+    let (reported, counted) = usage_and_recount(&s).await;
+    assert_eq!(reported, counted);
+}

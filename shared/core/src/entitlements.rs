@@ -10,7 +10,7 @@ use serde_json::Value;
 use svc_contract::resources::EntitlementChannels;
 use svc_contract::{Operation, Problem, ProblemCode};
 
-use crate::store::usage::Delta;
+use crate::store::usage::{Delta, Usage};
 use time::{Duration, OffsetDateTime};
 
 /// Length of a new Workspace's trial.
@@ -223,10 +223,26 @@ pub async fn reserve(
     entitlement: &Entitlement,
     delta: &Delta,
 ) -> crate::error::Result<()> {
-    if crate::store::usage::reserve(conn, workspace, delta, entitlement.limit_array()).await? {
+    reserve_freeing(conn, workspace, entitlement, delta, &Delta::default()).await
+}
+
+/// [`reserve`] for a write that also frees usage (`freed`, negative), as one
+/// change of usage: checked as if the freeing came first, and refused naming
+/// what was `wanted`. One change, so the write never holds the usage row
+/// while it waits for room on the shards.
+pub async fn reserve_freeing(
+    conn: &mut sqlx::PgConnection,
+    workspace: crate::ids::WorkspaceId,
+    entitlement: &Entitlement,
+    wanted: &Delta,
+    freed: &Delta,
+) -> crate::error::Result<()> {
+    let net = wanted.and(*freed);
+    if crate::store::usage::reserve(conn, workspace, &net, entitlement.limit_array()).await? {
         return Ok(());
     }
-    match refusal(conn, workspace, entitlement, delta).await? {
+    let current = crate::store::usage::get(conn, workspace).await?.and(*freed);
+    match refused(&current, entitlement, wanted) {
         Some(problem) => Err(problem.into()),
         // The counters moved between the two statements, or the room left was
         // escrowed to other writers' shards throughout: nothing was written,
@@ -260,11 +276,16 @@ async fn refusal(
     delta: &Delta,
 ) -> crate::error::Result<Option<Problem>> {
     let current = crate::store::usage::get(conn, workspace).await?;
+    Ok(refused(&current, entitlement, delta))
+}
+
+/// The limit `delta` would pass from `current`, if any.
+fn refused(current: &Usage, entitlement: &Entitlement, delta: &Delta) -> Option<Problem> {
     let limit = |key: LimitKey| i64::try_from(entitlement.limit(key)).unwrap_or(i64::MAX);
     let refused = LimitKey::ALL
         .into_iter()
         .find(|key| delta.get(*key) > 0 && current.get(*key).saturating_add(delta.get(*key)) > limit(*key));
-    Ok(refused.map(|key| limit_problem(key, entitlement.limit(key), current.get(key), delta.get(key))))
+    refused.map(|key| limit_problem(key, entitlement.limit(key), current.get(key), delta.get(key)))
 }
 
 fn limit_problem(key: LimitKey, max: u64, current: i64, requested: i64) -> Problem {

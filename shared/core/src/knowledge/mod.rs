@@ -276,13 +276,11 @@ pub async fn replace_held(
     store::knowledge::insert_revision(conn, &submission.new_revision(revision, held.id, scope.workspace, scope.agent))
         .await?;
     store::knowledge::set_candidate(conn, held.id, revision).await?;
-    // Usage last: the superseded candidate's bytes are freed before the new
-    // revision's are checked against the limit.
-    if freed > 0 {
-        store::usage::adjust(conn, scope.workspace, &Delta::of(LimitKey::KnowledgeBytes, -freed)).await?;
-    }
-    let wanted = Delta::of(LimitKey::KnowledgeBytes, submission.bytes());
-    crate::entitlements::reserve(conn, scope.workspace, scope.entitlement, &wanted).await?;
+    // Usage last, in one change: the superseded candidate's bytes are freed
+    // before the new revision's are checked against the limit.
+    let (wanted, freed) =
+        (Delta::of(LimitKey::KnowledgeBytes, submission.bytes()), Delta::of(LimitKey::KnowledgeBytes, -freed));
+    crate::entitlements::reserve_freeing(conn, scope.workspace, scope.entitlement, &wanted, &freed).await?;
     Ok(Replaced::Candidate(Job::ProcessRevision { revision }))
 }
 

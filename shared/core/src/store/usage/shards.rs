@@ -90,18 +90,21 @@ pub fn plan(base: (i64, i64), shards: &[Shard], own: i16, wanted: Wanted) -> Res
     if short(free.0, need.0) || short(free.1, need.1) || held.is_empty() {
         return Err(Reservation::Undecided);
     }
-    let own = if held.iter().any(|s| s.shard == own) { own } else { held[0].shard };
+    let mine = held.iter().position(|s| s.shard == own).unwrap_or(0);
     // What is left once this reservation is granted, shared evenly; the rest
-    // of the division goes to the shard granted on. A limit already passed
-    // (lowered under usage) leaves no room for a counter not grown.
+    // of the division one unit a shard from the one granted on, so that near a
+    // limit the last units of room still sit on as many shards as there are
+    // units. A limit already passed (lowered under usage) leaves no room for a
+    // counter not grown.
     let spare = ((free.0 - need.0).max(0), (free.1 - need.1).max(0));
-    let count = held.len() as i128;
+    let count = held.len();
     let narrow = |v: i128| i64::try_from(v).unwrap_or(i64::MAX);
     let shards = held
         .iter()
-        .map(|s| {
-            let mine = s.shard == own;
-            let room = |spare: i128| spare / count + if mine { spare % count } else { 0 };
+        .enumerate()
+        .map(|(i, s)| {
+            let (turn, mine) = (((i + count - mine) % count) as i128, i == mine);
+            let room = |spare: i128| spare / count as i128 + i128::from(turn < spare % count as i128);
             Shard {
                 shard: s.shard,
                 sources: if mine { narrow(need.0) } else { 0 },
@@ -273,7 +276,7 @@ mod tests {
         let shards = [shard(0, 3, 0, true), shard(1, 2, 1, true), shard(2, 0, 0, true)];
         let plan = plan((10, 1000), &shards, 1, wanted(1, 20)).unwrap();
         assert_eq!((plan.base_sources, plan.base_bytes), (15, 1500));
-        // 20 - 15 - 1 = 4 left: 1 each, the rest of the division to shard 1.
+        // 20 - 15 - 1 = 4 left: 1 each, the rest of the division from shard 1 on.
         let rooms: Vec<(i16, i64, i64)> = plan.shards.iter().map(|s| (s.shard, s.sources, s.sources_room)).collect();
         assert_eq!(rooms, vec![(0, 0, 1), (1, 1, 2), (2, 0, 1)]);
         assert_eq!(committed(&plan, &[]), (20, 2000));
@@ -315,6 +318,17 @@ mod tests {
         let plan = plan((0, 0), &shards, 1, grow_bytes).unwrap();
         assert!(plan.shards.iter().all(|s| s.sources_room == 0));
         assert_eq!(plan.base_sources, 12);
+    }
+
+    #[test]
+    fn the_last_units_of_room_sit_on_as_many_shards() {
+        // 9 units left on 16 shards: one each on 9 shards, from the one granted on.
+        let shards: Vec<Shard> = (0..SHARDS).map(|i| shard(i, 0, 0, true)).collect();
+        let plan = plan((190, 19_000), &shards, 12, wanted(1, 200)).unwrap();
+        let rooms: Vec<i16> = plan.shards.iter().filter(|s| s.sources_room > 0).map(|s| s.shard).collect();
+        assert_eq!(rooms, vec![0, 1, 2, 3, 4, 12, 13, 14, 15]);
+        assert!(plan.shards.iter().all(|s| s.sources_room <= 1));
+        assert_eq!(committed(&plan, &[]), (200, 20_000));
     }
 
     #[test]
