@@ -129,7 +129,9 @@ impl Stack {
             .await;
         anyhow::ensure!(created.status == 200, "{}", created.text());
         let workspace = created.json()["data"]["workspace"]["id"].as_str().context("a Workspace")?.to_owned();
-        svc_core::admin::plan_set(&pool, &workspace, "pro", &[]).await?;
+        // Room for the largest imports the benchmarks make (100,000 sources).
+        let limits = ["knowledge_sources=1000000".to_owned(), "knowledge_bytes=100000000000".to_owned()];
+        svc_core::admin::plan_set(&pool, &workspace, "pro", &limits).await?;
         let agent = client
             .post_json(
                 "/api/public/operations/agents/create",
