@@ -81,6 +81,9 @@ async fn run(config: Config) -> anyhow::Result<()> {
     if config.analyze_interval_secs > 0 {
         tasks.spawn(statistics(pool.clone(), Config::secs(config.analyze_interval_secs), stop.clone()));
     }
+    if config.vacuum_interval_secs > 0 {
+        tasks.spawn(vacuum(pool.clone(), Config::secs(config.vacuum_interval_secs), stop.clone()));
+    }
 
     let context = Arc::new(jobs::Context {
         pool,
@@ -166,6 +169,28 @@ async fn statistics(pool: sqlx::PgPool, interval: Duration, stop: CancellationTo
             Ok(_) => {}
             Err(error) => {
                 tracing::warn!(error = %svc_core::error::chain(&error), "could not analyze; trying next interval")
+            }
+        }
+    }
+}
+
+/// Keeps the work queue clean (see `svc_core::knowledge::statistics`): looks
+/// every `interval`, and vacuums the queue's table once enough of its rows
+/// died, unless a replica did within `interval`.
+async fn vacuum(pool: sqlx::PgPool, interval: Duration, stop: CancellationToken) {
+    loop {
+        tokio::select! {
+            () = stop.cancelled() => return,
+            () = tokio::time::sleep(interval) => {}
+        }
+        let started = std::time::Instant::now();
+        match svc_core::knowledge::statistics::vacuum(&pool, interval).await {
+            Ok(tables) if !tables.is_empty() => {
+                tracing::debug!(?tables, seconds = started.elapsed().as_secs_f64(), "vacuumed the work queue")
+            }
+            Ok(_) => {}
+            Err(error) => {
+                tracing::warn!(error = %svc_core::error::chain(&error), "could not vacuum; trying next interval")
             }
         }
     }

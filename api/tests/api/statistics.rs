@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use sqlx::PgPool;
-use svc_core::knowledge::statistics::refresh;
+use svc_core::knowledge::statistics::{refresh, vacuum};
 
 use crate::helpers::Tenant;
 use crate::knowledge::add_input;
@@ -65,4 +65,75 @@ async fn the_tables_that_changed_a_lot_are_analyzed_once_between_replicas(pool: 
     assert_eq!(refresh(&pool, every).await.unwrap(), Vec::<&str>::new());
     // Past it (an interval of zero), the next look analyzes again.
     assert_eq!(refresh(&pool, Duration::ZERO).await.unwrap(), ["knowledge_sources"]);
+}
+
+async fn dead(pool: &PgPool, table: &str) -> i64 {
+    sqlx::query_scalar("SELECT n_dead_tup FROM pg_stat_user_tables WHERE relname = $1")
+        .bind(table)
+        .fetch_one(pool)
+        .await
+        .unwrap()
+}
+
+/// Waits until PostgreSQL counts at least `rows` dead rows in `table`.
+async fn dead_at_least(pool: &PgPool, table: &str, rows: i64) {
+    for _ in 0..1_000 {
+        if dead(pool, table).await >= rows {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("{table} never held {rows} dead rows: {}", dead(pool, table).await);
+}
+
+/// Leaves 1,500 dead rows in the work queue's table, as promotions do.
+async fn kill_revisions(pool: &PgPool) {
+    sqlx::query(
+        "WITH copies AS (
+             INSERT INTO knowledge_revisions
+             SELECT (jsonb_populate_record(NULL::knowledge_revisions,
+                     to_jsonb(r) || jsonb_build_object('id', gen_random_uuid()))).*
+             FROM (SELECT * FROM knowledge_revisions LIMIT 1) r, generate_series(1, 1500) g
+             RETURNING id
+         )
+         SELECT count(*) FROM copies",
+    )
+    .execute(pool)
+    .await
+    .unwrap();
+    let before = dead(pool, "knowledge_revisions").await;
+    sqlx::query("DELETE FROM knowledge_revisions r WHERE NOT EXISTS (SELECT 1 FROM knowledge_sources s WHERE s.latest_revision_id = r.id)")
+        .execute(pool)
+        .await
+        .unwrap();
+    dead_at_least(pool, "knowledge_revisions", before + 1_500).await;
+}
+
+#[sqlx::test(migrations = "../migrations")]
+async fn the_work_queue_is_vacuumed_once_rows_died_once_between_replicas(pool: PgPool) {
+    let s = Tenant::new(pool.clone()).await;
+    s.ok("knowledge-sources/add", add_input(&s.agent, "seed", "The seed of many revisions.")).await;
+    let every = Duration::from_secs(60);
+    assert_eq!(vacuum(&pool, every).await.unwrap(), Vec::<&str>::new(), "a few dead rows wait");
+
+    kill_revisions(&pool).await;
+    // Two replicas look at once: one vacuums, the other does nothing.
+    let (a, b) = tokio::join!(vacuum(&pool, every), vacuum(&pool, every));
+    let mut vacuumed = [a.unwrap(), b.unwrap()];
+    vacuumed.sort();
+    assert_eq!(vacuumed, [vec![], vec!["knowledge_revisions"]], "the queue's table, once");
+    assert!(dead(&pool, "knowledge_revisions").await < 1_000, "its dead rows are gone");
+    let entries: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM knowledge_revisions WHERE state IN ('pending', 'processing')")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    assert_eq!(entries, 1, "the live revision stays queued");
+
+    // Within the interval, nothing more, however many rows die.
+    kill_revisions(&pool).await;
+    assert_eq!(vacuum(&pool, every).await.unwrap(), Vec::<&str>::new());
+    // Past it (an interval of zero), the next look vacuums again.
+    assert_eq!(vacuum(&pool, Duration::ZERO).await.unwrap(), ["knowledge_revisions"]);
+    assert!(dead(&pool, "knowledge_revisions").await < 1_000);
 }

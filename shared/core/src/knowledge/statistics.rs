@@ -1,4 +1,5 @@
-//! The knowledge tables' statistics, kept fresh by the workers themselves.
+//! The knowledge tables' statistics and the work queue's dead rows, looked
+//! after by the workers themselves.
 //!
 //! PostgreSQL plans the worker's promotions and the answer engine's reads from
 //! table statistics. Autovacuum analyzes a table only after 10% of it changed
@@ -11,6 +12,15 @@
 //! number of rows, so its cost does not grow with the table; and statistics
 //! taken early in an import stay good as it grows (the planner scales them to
 //! the table's current size), so the first one matters most.
+//!
+//! The work queue is kept clean the same way. Each promotion leaves dead
+//! versions of its revision in the queue's indexes, and every claim walks the
+//! dead entries at the head of the queue (a thousand promotions cost a claim
+//! about twenty more pages) until a vacuum removes them; autovacuum, where it
+//! runs, waits for a share of the table to die. So a worker vacuums the queue's
+//! table once [`MIN_DEAD`] of its rows died, at most once per interval between
+//! all replicas (seconds, not a minute: the cost of a claim follows the
+//! promotions since the last vacuum).
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
@@ -47,7 +57,14 @@ pub fn due(live: i64, changed: i64) -> bool {
     changed >= (live / 10).clamp(MIN_CHANGED, MAX_CHANGED)
 }
 
+/// The tables vacuumed by the workers: the work queue's.
+pub const VACUUMED_TABLES: [&str; 1] = ["knowledge_revisions"];
+
+/// Dead rows below which a table is never vacuumed for them.
+pub const MIN_DEAD: i64 = 1_000;
+
 static ANALYZED: [AtomicU64; ANALYZED_TABLES.len()] = [const { AtomicU64::new(0) }; ANALYZED_TABLES.len()];
+static VACUUMED: [AtomicU64; VACUUMED_TABLES.len()] = [const { AtomicU64::new(0) }; VACUUMED_TABLES.len()];
 
 /// How often a worker looks (a read of PostgreSQL's statistics views).
 pub const LOOK_EVERY: Duration = Duration::from_secs(5);
@@ -72,6 +89,31 @@ pub async fn refresh(pool: &PgPool, every: Duration) -> Result<Vec<&'static str>
     Ok(due.into_iter().map(|(_, table)| table).collect())
 }
 
+/// Vacuums the tables of [`VACUUMED_TABLES`] holding [`MIN_DEAD`] dead rows or
+/// more, unless any replica vacuumed within `every`. Returns the tables
+/// vacuumed.
+pub async fn vacuum(pool: &PgPool, every: Duration) -> Result<Vec<&'static str>> {
+    let mut conn = pool.acquire().await?;
+    let changes = store::statistics::changes(&mut conn, &VACUUMED_TABLES).await?;
+    let due: Vec<(usize, &'static str)> = VACUUMED_TABLES
+        .into_iter()
+        .enumerate()
+        .filter(|(_, table)| changes.iter().any(|c| c.table == *table && c.dead >= MIN_DEAD))
+        .collect();
+    if due.is_empty() || !store::statistics::claim_vacuum(&mut conn, every.as_secs_f64()).await? {
+        return Ok(Vec::new());
+    }
+    for (i, table) in &due {
+        if let Err(error) = store::statistics::vacuum(&mut conn, table).await {
+            // Its session may still carry the vacuum's timeout.
+            conn.close_on_drop();
+            return Err(error.into());
+        }
+        VACUUMED[*i].fetch_add(1, Relaxed);
+    }
+    Ok(due.into_iter().map(|(_, table)| table).collect())
+}
+
 /// The counters in the Prometheus text format.
 pub fn render() -> String {
     let mut out = String::from(
@@ -80,6 +122,13 @@ pub fn render() -> String {
     );
     for (i, table) in ANALYZED_TABLES.iter().enumerate() {
         out.push_str(&format!("svc_knowledge_analyzed_total{{table=\"{table}\"}} {}\n", ANALYZED[i].load(Relaxed)));
+    }
+    out.push_str(
+        "# HELP svc_knowledge_vacuumed_total VACUUM runs of the work queue's table by this process (knowledge::statistics).\n\
+         # TYPE svc_knowledge_vacuumed_total counter\n",
+    );
+    for (i, table) in VACUUMED_TABLES.iter().enumerate() {
+        out.push_str(&format!("svc_knowledge_vacuumed_total{{table=\"{table}\"}} {}\n", VACUUMED[i].load(Relaxed)));
     }
     out
 }
@@ -103,6 +152,9 @@ mod tests {
         let text = render();
         for table in ANALYZED_TABLES {
             assert!(text.contains(&format!("svc_knowledge_analyzed_total{{table=\"{table}\"}} ")), "{table}");
+        }
+        for table in VACUUMED_TABLES {
+            assert!(text.contains(&format!("svc_knowledge_vacuumed_total{{table=\"{table}\"}} ")), "{table}");
         }
     }
 }
