@@ -203,6 +203,7 @@ impl Stack {
     pub async fn wait_active(&self, wanted: i64) -> anyhow::Result<()> {
         let started = std::time::Instant::now();
         loop {
+            let counted = std::time::Instant::now();
             let (active, failed): (i64, i64) = sqlx::query_as(
                 "SELECT count(*) FILTER (WHERE state = 'active'), count(*) FILTER (WHERE state = 'failed') FROM knowledge_revisions",
             )
@@ -213,7 +214,10 @@ impl Stack {
                 return Ok(());
             }
             anyhow::ensure!(started.elapsed() < Duration::from_secs(3600), "not done in an hour");
-            tokio::time::sleep(Duration::from_millis(50)).await;
+            // The count reads every revision: over a large import it would take
+            // a good part of the machine from the workers it waits for, so it
+            // runs at most a twentieth of the time.
+            tokio::time::sleep(Duration::from_millis(50).max(counted.elapsed() * 20)).await;
         }
     }
 

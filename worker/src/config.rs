@@ -50,10 +50,10 @@ pub struct Config {
     /// analyzed (0: never; leave it to autovacuum).
     #[arg(long, env = "SVC_ANALYZE_INTERVAL_SECS", default_value_t = 60)]
     pub analyze_interval_secs: u64,
-    /// Seconds between vacuums of the work queue's table, shared by all
-    /// replicas: it is vacuumed once a thousand of its rows died, so claims do
-    /// not slow down as promotions leave dead rows behind (0: never; leave it
-    /// to autovacuum).
+    /// Seconds between vacuums of the knowledge tables, shared by all
+    /// replicas: a table is vacuumed once a thousand of its rows died, so
+    /// claims and answers do not slow down as promotions and merges leave dead
+    /// rows behind (0: never; leave it to autovacuum).
     #[arg(long, env = "SVC_VACUUM_INTERVAL_SECS", default_value_t = 10)]
     pub vacuum_interval_secs: u64,
     /// Seconds in-flight jobs get to finish after SIGTERM.

@@ -174,9 +174,9 @@ async fn statistics(pool: sqlx::PgPool, interval: Duration, stop: CancellationTo
     }
 }
 
-/// Keeps the work queue clean (see `svc_core::knowledge::statistics`): looks
-/// every `interval`, and vacuums the queue's table once enough of its rows
-/// died, unless a replica did within `interval`.
+/// Keeps dead rows in check (see `svc_core::knowledge::statistics`): looks
+/// every `interval`, and vacuums the knowledge tables where enough rows died,
+/// unless a replica did within `interval`.
 async fn vacuum(pool: sqlx::PgPool, interval: Duration, stop: CancellationToken) {
     loop {
         tokio::select! {
@@ -186,7 +186,7 @@ async fn vacuum(pool: sqlx::PgPool, interval: Duration, stop: CancellationToken)
         let started = std::time::Instant::now();
         match svc_core::knowledge::statistics::vacuum(&pool, interval).await {
             Ok(tables) if !tables.is_empty() => {
-                tracing::debug!(?tables, seconds = started.elapsed().as_secs_f64(), "vacuumed the work queue")
+                tracing::debug!(?tables, seconds = started.elapsed().as_secs_f64(), "vacuumed knowledge tables")
             }
             Ok(_) => {}
             Err(error) => {

@@ -6,9 +6,10 @@ use std::time::Duration;
 
 use sqlx::PgPool;
 use svc_core::knowledge::statistics::{refresh, vacuum};
+use svc_core::knowledge::{Outcome, process_next};
 
 use crate::helpers::Tenant;
-use crate::knowledge::add_input;
+use crate::knowledge::{add_input, processing};
 
 async fn changed(pool: &PgPool, table: &str) -> i64 {
     sqlx::query_scalar("SELECT n_mod_since_analyze FROM pg_stat_user_tables WHERE relname = $1")
@@ -110,9 +111,11 @@ async fn kill_revisions(pool: &PgPool) {
 }
 
 #[sqlx::test(migrations = "../migrations")]
-async fn the_work_queue_is_vacuumed_once_rows_died_once_between_replicas(pool: PgPool) {
+async fn tables_with_many_dead_rows_are_vacuumed_once_between_replicas(pool: PgPool) {
     let s = Tenant::new(pool.clone()).await;
     s.ok("knowledge-sources/add", add_input(&s.agent, "seed", "The seed of many revisions.")).await;
+    let promoted = process_next(&pool, &processing("statistics")).await.unwrap();
+    assert_eq!(promoted, Outcome::Promoted, "its postings are the merged index's fresh rows");
     let every = Duration::from_secs(60);
     assert_eq!(vacuum(&pool, every).await.unwrap(), Vec::<&str>::new(), "a few dead rows wait");
 
@@ -123,12 +126,8 @@ async fn the_work_queue_is_vacuumed_once_rows_died_once_between_replicas(pool: P
     vacuumed.sort();
     assert_eq!(vacuumed, [vec![], vec!["knowledge_revisions"]], "the queue's table, once");
     assert!(dead(&pool, "knowledge_revisions").await < 1_000, "its dead rows are gone");
-    let entries: i64 =
-        sqlx::query_scalar("SELECT count(*) FROM knowledge_revisions WHERE state IN ('pending', 'processing')")
-            .fetch_one(&pool)
-            .await
-            .unwrap();
-    assert_eq!(entries, 1, "the live revision stays queued");
+    let revisions: i64 = sqlx::query_scalar("SELECT count(*) FROM knowledge_revisions").fetch_one(&pool).await.unwrap();
+    assert_eq!(revisions, 1, "the live revision stays");
 
     // Within the interval, nothing more, however many rows die.
     kill_revisions(&pool).await;
@@ -136,4 +135,20 @@ async fn the_work_queue_is_vacuumed_once_rows_died_once_between_replicas(pool: P
     // Past it (an interval of zero), the next look vacuums again.
     assert_eq!(vacuum(&pool, Duration::ZERO).await.unwrap(), ["knowledge_revisions"]);
     assert!(dead(&pool, "knowledge_revisions").await < 1_000);
+
+    // The merged index's fresh postings die as merges take them: vacuumed too.
+    let before = dead(&pool, "knowledge_terms").await;
+    sqlx::query(
+        "INSERT INTO knowledge_terms
+         SELECT (jsonb_populate_record(NULL::knowledge_terms,
+                 to_jsonb(t) || jsonb_build_object('lexeme', 'zz' || g))).*
+         FROM (SELECT * FROM knowledge_terms LIMIT 1) t, generate_series(1, 1500) g",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
+    sqlx::query("DELETE FROM knowledge_terms WHERE lexeme LIKE 'zz%'").execute(&pool).await.unwrap();
+    dead_at_least(&pool, "knowledge_terms", before + 1_500).await;
+    assert_eq!(vacuum(&pool, Duration::ZERO).await.unwrap(), ["knowledge_terms"]);
+    assert!(dead(&pool, "knowledge_terms").await < 1_000);
 }

@@ -179,3 +179,119 @@ async fn a_workspace_with_everything_held_passes_its_turn(pool: PgPool) {
     assert_eq!(run_jobs(&s.app.pool, 1).await, ["b1"]);
     assert_eq!(process_next(&s.app.pool, &processing("turns")).await.unwrap(), Outcome::Skipped, "all held");
 }
+
+/// The keys of the revisions offered by the turn order, in order.
+async fn offered(pool: &PgPool, limit: i64) -> Vec<String> {
+    let mut conn = pool.acquire().await.unwrap();
+    let ids = svc_core::store::knowledge::next_in_turn(&mut conn, limit).await.unwrap();
+    let mut keys = Vec::new();
+    for id in ids {
+        let key: String = sqlx::query_scalar(
+            "SELECT k.key FROM knowledge_sources k JOIN knowledge_revisions r ON r.source_id = k.id WHERE r.id = $1",
+        )
+        .bind(id.0)
+        .fetch_one(&mut *conn)
+        .await
+        .unwrap();
+        keys.push(key);
+    }
+    keys
+}
+
+/// With fewer Workspaces waiting than candidates, the first in turn offers its
+/// next revisions after every Workspace's oldest, so jobs claiming at once
+/// need not all queue for one revision.
+#[sqlx::test(migrations = "../migrations")]
+async fn fewer_workspaces_than_candidates_offer_their_next_revisions_too(pool: PgPool) {
+    let s = Tenant::new(pool).await;
+    let bob = other(&s).await;
+    for i in 0..5 {
+        add(&s, &s.owner.token, &s.ws, &s.agent, &format!("a{i}")).await;
+    }
+    add(&s, &bob.user.token, &bob.ws, &bob.agent, "b0").await;
+    add(&s, &bob.user.token, &bob.ws, &bob.agent, "b1").await;
+    // Alice's turn (served an hour ago, bob just now).
+    turns_and_leases(&s.app.pool, &[]).await;
+    assert_eq!(offered(&s.app.pool, 1).await, ["a0"]);
+    assert_eq!(offered(&s.app.pool, 2).await, ["a0", "b0"], "as many Workspaces as candidates: their oldest");
+    assert_eq!(offered(&s.app.pool, 4).await, ["a0", "b0", "a1", "a2"]);
+    // A revision held by a live attempt is never offered; and alice, with an
+    // attempt running, now comes after bob, who offers his next one.
+    sqlx::query(
+        "UPDATE knowledge_revisions SET state = 'processing', attempts = 1, lease_owner = 'elsewhere',
+                lease_until = now() + interval '1 hour'
+         WHERE source_id = (SELECT id FROM knowledge_sources WHERE key = 'a1')",
+    )
+    .execute(&s.app.pool)
+    .await
+    .unwrap();
+    assert_eq!(offered(&s.app.pool, 4).await, ["b0", "a0", "b1"]);
+}
+
+/// A job does not wait for a revision another job is starting an attempt on
+/// (holding its source): it takes the next one offered.
+#[sqlx::test(migrations = "../migrations")]
+async fn a_job_takes_the_next_revision_while_another_claims_the_oldest(pool: PgPool) {
+    let s = Tenant::new(pool).await;
+    add(&s, &s.owner.token, &s.ws, &s.agent, "a0").await;
+    add(&s, &s.owner.token, &s.ws, &s.agent, "a1").await;
+    let mut claiming = s.app.pool.begin().await.unwrap();
+    sqlx::query("SELECT 1 FROM knowledge_sources WHERE key = 'a0' FOR NO KEY UPDATE")
+        .execute(&mut *claiming)
+        .await
+        .unwrap();
+    let processing = processing("turns");
+    let job = process_next(&s.app.pool, &processing);
+    let outcome = tokio::time::timeout(std::time::Duration::from_secs(30), job)
+        .await
+        .expect("the job waited for the source another job holds")
+        .unwrap();
+    assert_eq!(outcome, Outcome::Promoted);
+    let active: Vec<String> =
+        sqlx::query_scalar("SELECT key FROM knowledge_sources WHERE active_revision_id IS NOT NULL")
+            .fetch_all(&s.app.pool)
+            .await
+            .unwrap();
+    assert_eq!(active, ["a1"]);
+    claiming.rollback().await.unwrap();
+    // The oldest is still there for the next job.
+    assert_eq!(run_jobs(&s.app.pool, 1).await, ["a0"]);
+}
+
+/// An attempt starting while another attempt of the same Workspace is
+/// starting (holding its turn's row) does not wait for it to commit: both
+/// move the Workspace to the back of the turn.
+#[sqlx::test(migrations = "../migrations")]
+async fn attempts_of_one_workspace_start_without_waiting_for_each_other(pool: PgPool) {
+    let s = Tenant::new(pool).await;
+    add(&s, &s.owner.token, &s.ws, &s.agent, "a0").await;
+    let workspace: uuid::Uuid = sqlx::query_scalar("SELECT workspace_id FROM knowledge_revisions LIMIT 1")
+        .fetch_one(&s.app.pool)
+        .await
+        .unwrap();
+    let workspace = svc_core::ids::WorkspaceId(workspace);
+    let served_at = || async {
+        sqlx::query_scalar::<_, f64>("SELECT extract(epoch FROM served_at)::float8 FROM workspace_turns")
+            .fetch_one(&s.app.pool)
+            .await
+            .unwrap()
+    };
+    // The first attempt ever: the row is made.
+    let mut conn = s.app.pool.acquire().await.unwrap();
+    svc_core::store::knowledge::served(&mut conn, workspace).await.unwrap();
+    let first = served_at().await;
+
+    let mut starting = s.app.pool.begin().await.unwrap();
+    svc_core::store::knowledge::served(&mut starting, workspace).await.unwrap();
+    let other = svc_core::store::knowledge::served(&mut conn, workspace);
+    tokio::time::timeout(std::time::Duration::from_secs(30), other)
+        .await
+        .expect("an attempt waited for another one of its Workspace to start")
+        .unwrap();
+    starting.commit().await.unwrap();
+    assert!(served_at().await > first, "the Workspace went to the back of the turn");
+    // Alone, an attempt moves it back itself.
+    let second = served_at().await;
+    svc_core::store::knowledge::served(&mut conn, workspace).await.unwrap();
+    assert!(served_at().await > second);
+}

@@ -88,9 +88,14 @@ pub async fn process_next(pool: &PgPool, processing: &Processing) -> Result<Outc
         if candidates.is_empty() {
             return Ok(Outcome::Skipped);
         }
-        for revision in candidates {
+        let last = candidates.len() - 1;
+        for (i, revision) in candidates.into_iter().enumerate() {
             let owner = processing.attempt_name();
-            match begin(pool, revision, processing, &owner).await? {
+            // Another job starting an attempt holds its source: the next
+            // candidate rather than a wait, so jobs claiming at the same
+            // moment spread over the candidates; the last one is waited for.
+            let source = if i < last { Source::SkipIfHeld } else { Source::Wait };
+            match begin(pool, revision, processing, &owner, source).await? {
                 // Another attempt took it meanwhile: the next in turn.
                 Begin::Skip => continue,
                 Begin::Fail(code) => return fail(pool, revision, code).await,
@@ -108,7 +113,7 @@ pub async fn process_next(pool: &PgPool, processing: &Processing) -> Result<Outc
 /// does not count towards `max_attempts`; any other counts.
 pub async fn process(pool: &PgPool, revision: RevisionId, processing: &Processing) -> Result<Outcome> {
     let owner = processing.attempt_name();
-    match begin(pool, revision, processing, &owner).await? {
+    match begin(pool, revision, processing, &owner, Source::Wait).await? {
         Begin::Skip => Ok(Outcome::Skipped),
         Begin::Fail(code) => fail(pool, revision, code).await,
         Begin::Attempt => run(pool, revision, processing, owner).await,
@@ -168,13 +173,34 @@ enum Begin {
     Fail(&'static str),
 }
 
+/// Whether [`begin`] waits for a source another transaction holds.
+#[derive(Clone, Copy)]
+enum Source {
+    Wait,
+    SkipIfHeld,
+}
+
 /// Starts an attempt named `owner`, or says why not.
-async fn begin(pool: &PgPool, revision: RevisionId, processing: &Processing, owner: &str) -> Result<Begin> {
+async fn begin(
+    pool: &PgPool,
+    revision: RevisionId,
+    processing: &Processing,
+    owner: &str,
+    source: Source,
+) -> Result<Begin> {
     let mut conn = pool.acquire().await?;
     let mut tx = conn.begin().await?;
     let deadline = processing.deadline.as_secs_f64();
     // The source shows its candidate's state: it is locked first.
-    store::knowledge::lock_source_of(&mut tx, revision).await?;
+    match source {
+        Source::Wait => store::knowledge::lock_source_of(&mut tx, revision).await?,
+        Source::SkipIfHeld => {
+            if !store::knowledge::try_lock_source_of(&mut tx, revision).await? {
+                tx.rollback().await?;
+                return Ok(Begin::Skip);
+            }
+        }
+    }
     let Some(job) = store::knowledge::lock_job(&mut tx, revision, deadline).await? else {
         tx.rollback().await?;
         return Ok(Begin::Skip);

@@ -13,14 +13,17 @@
 //! taken early in an import stay good as it grows (the planner scales them to
 //! the table's current size), so the first one matters most.
 //!
-//! The work queue is kept clean the same way. Each promotion leaves dead
-//! versions of its revision in the queue's indexes, and every claim walks the
-//! dead entries at the head of the queue (a thousand promotions cost a claim
-//! about twenty more pages) until a vacuum removes them; autovacuum, where it
-//! runs, waits for a share of the table to die. So a worker vacuums the queue's
-//! table once [`MIN_DEAD`] of its rows died, at most once per interval between
-//! all replicas (seconds, not a minute: the cost of a claim follows the
-//! promotions since the last vacuum).
+//! Dead rows are kept in check the same way. Each promotion leaves dead
+//! versions of its revision in the work queue's indexes, and every claim walks
+//! the dead entries at the head of the queue (a thousand promotions cost a
+//! claim about twenty more pages); each merge of the index deletes the fresh
+//! postings it takes, and a question's look-up of a common word walks one
+//! dead entry per document merged. Both until a vacuum removes them, and
+//! autovacuum, where it runs, waits for a share of the table to die (and
+//! sleeps a minute between looks). So a worker vacuums the tables of
+//! [`VACUUMED_TABLES`] once [`MIN_DEAD`] of their rows died, at most once per
+//! interval between all replicas (seconds, not a minute: these costs follow
+//! the rows that died since the last vacuum).
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
@@ -57,8 +60,19 @@ pub fn due(live: i64, changed: i64) -> bool {
     changed >= (live / 10).clamp(MIN_CHANGED, MAX_CHANGED)
 }
 
-/// The tables vacuumed by the workers: the work queue's.
-pub const VACUUMED_TABLES: [&str; 1] = ["knowledge_revisions"];
+/// The tables vacuumed by the workers: those whose dead rows the workers'
+/// claims and the answer engine's reads walk. The work queue's, and the
+/// merged index's: a merge deletes the fresh postings it takes and rewrites
+/// segments, and each question's look-up of a word walks the dead entries
+/// of every document merged since the last vacuum.
+pub const VACUUMED_TABLES: [&str; 6] = [
+    "knowledge_revisions",
+    "knowledge_sources",
+    "knowledge_terms",
+    "knowledge_documents",
+    "knowledge_segments",
+    "knowledge_segment_terms",
+];
 
 /// Dead rows below which a table is never vacuumed for them.
 pub const MIN_DEAD: i64 = 1_000;
@@ -124,7 +138,7 @@ pub fn render() -> String {
         out.push_str(&format!("svc_knowledge_analyzed_total{{table=\"{table}\"}} {}\n", ANALYZED[i].load(Relaxed)));
     }
     out.push_str(
-        "# HELP svc_knowledge_vacuumed_total VACUUM runs of the work queue's table by this process (knowledge::statistics).\n\
+        "# HELP svc_knowledge_vacuumed_total VACUUM runs of a knowledge table by this process (knowledge::statistics).\n\
          # TYPE svc_knowledge_vacuumed_total counter\n",
     );
     for (i, table) in VACUUMED_TABLES.iter().enumerate() {

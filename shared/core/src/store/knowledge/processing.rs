@@ -37,6 +37,23 @@ pub async fn lock_source_of(conn: &mut PgConnection, revision: RevisionId) -> sq
     Ok(())
 }
 
+/// [`lock_source_of`] unless another transaction holds the source: `false`
+/// then (and when the revision is gone), without waiting.
+#[tracing::instrument(level = "debug", skip(conn))]
+pub async fn try_lock_source_of(conn: &mut PgConnection, revision: RevisionId) -> sqlx::Result<bool> {
+    let locked = sqlx::query!(
+        r#"
+        SELECT s.id FROM knowledge_sources s JOIN knowledge_revisions r ON r.source_id = s.id
+        WHERE r.id = $1
+        FOR NO KEY UPDATE OF s SKIP LOCKED
+        "#,
+        revision as RevisionId,
+    )
+    .fetch_optional(conn)
+    .await?;
+    Ok(locked.is_some())
+}
+
 /// Reads and locks a revision a worker was asked to process; the caller holds
 /// its source ([`lock_source_of`]). The lock (NO KEY UPDATE) lets another
 /// attempt's promotion keep the revision's key while it waits for the source:

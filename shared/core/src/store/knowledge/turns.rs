@@ -20,6 +20,12 @@ use crate::ids::{RevisionId, WorkspaceId};
 /// only for the Workspaces taken, in turn (a Workspace whose revisions are all
 /// held offers none, and the next in turn is read instead). The plan needs no
 /// statistics.
+///
+/// When fewer Workspaces than `limit` have work nobody holds, the first in
+/// turn also offers its next revisions after its oldest, up to `limit` in all:
+/// workers claiming at the same moment then take different revisions of that
+/// Workspace side by side (see `knowledge::process_next`) instead of queueing
+/// for its oldest.
 #[tracing::instrument(level = "debug", skip(conn))]
 pub async fn next_in_turn(conn: &mut PgConnection, limit: i64) -> sqlx::Result<Vec<RevisionId>> {
     sqlx::query_scalar!(
@@ -45,18 +51,35 @@ pub async fn next_in_turn(conn: &mut PgConnection, limit: i64) -> sqlx::Result<V
             FROM waiting w
             LEFT JOIN running ON running.workspace_id = w.workspace_id
             LEFT JOIN workspace_turns t ON t.workspace_id = w.workspace_id
+        ), heads AS (
+            SELECT turn.place, turn.workspace_id, head.id, head.imported_at
+            FROM (SELECT *, row_number() OVER (ORDER BY attempts, served_at NULLS FIRST, oldest, workspace_id) AS place
+                  FROM turn ORDER BY place OFFSET 0) turn
+            CROSS JOIN LATERAL (
+                SELECT r.id, r.imported_at FROM knowledge_revisions r
+                WHERE r.workspace_id = turn.workspace_id AND r.state IN ('pending', 'processing')
+                  AND (r.lease_until IS NULL OR r.lease_until <= now())
+                ORDER BY r.imported_at, r.id
+                LIMIT 1
+            ) head
+            ORDER BY turn.place
+            LIMIT $1
         )
-        SELECT head.id AS "id!: RevisionId"
-        FROM (SELECT * FROM turn ORDER BY attempts, served_at NULLS FIRST, oldest, workspace_id OFFSET 0) turn
-        CROSS JOIN LATERAL (
-            SELECT r.id FROM knowledge_revisions r
-            WHERE r.workspace_id = turn.workspace_id AND r.state IN ('pending', 'processing')
-              AND (r.lease_until IS NULL OR r.lease_until <= now())
-            ORDER BY r.imported_at, r.id
-            LIMIT 1
-        ) head
-        ORDER BY turn.attempts, turn.served_at NULLS FIRST, turn.oldest, turn.workspace_id
-        LIMIT $1
+        SELECT id AS "id!: RevisionId" FROM (
+            SELECT false AS more, place, imported_at, id FROM heads
+            UNION ALL
+            SELECT true, 0, more.imported_at, more.id
+            FROM (SELECT * FROM heads ORDER BY place LIMIT 1) first
+            CROSS JOIN LATERAL (
+                SELECT r.imported_at, r.id FROM knowledge_revisions r
+                WHERE r.workspace_id = first.workspace_id AND r.state IN ('pending', 'processing')
+                  AND (r.lease_until IS NULL OR r.lease_until <= now())
+                  AND (r.imported_at, r.id) > (first.imported_at, first.id)
+                ORDER BY r.imported_at, r.id
+                LIMIT $1 - (SELECT count(*) FROM heads)
+            ) more
+        ) offered
+        ORDER BY more, place, imported_at, id
         "#,
         limit,
     )
@@ -66,12 +89,26 @@ pub async fn next_in_turn(conn: &mut PgConnection, limit: i64) -> sqlx::Result<V
 
 /// Notes that an attempt on `workspace`'s work starts now (in the attempt's
 /// transaction): the Workspace goes to the back of the turn.
+///
+/// Unless another attempt of the same Workspace is starting right now and
+/// holds its row: that one moves it to the back as well, a moment apart, and
+/// waiting for it (until its commit) would make the attempts of one
+/// Workspace start one at a time.
 #[tracing::instrument(level = "debug", skip(conn))]
 pub async fn served(conn: &mut PgConnection, workspace: WorkspaceId) -> sqlx::Result<()> {
     sqlx::query!(
         r#"
-        INSERT INTO workspace_turns (workspace_id, served_at) VALUES ($1, clock_timestamp())
-        ON CONFLICT (workspace_id) DO UPDATE SET served_at = excluded.served_at
+        WITH held AS (
+            SELECT workspace_id FROM workspace_turns WHERE workspace_id = $1 FOR UPDATE SKIP LOCKED
+        ), moved AS (
+            UPDATE workspace_turns t SET served_at = clock_timestamp()
+            FROM held WHERE t.workspace_id = held.workspace_id
+            RETURNING t.workspace_id
+        )
+        INSERT INTO workspace_turns (workspace_id, served_at)
+        SELECT $1, clock_timestamp()
+        WHERE NOT EXISTS (SELECT 1 FROM workspace_turns WHERE workspace_id = $1)
+        ON CONFLICT (workspace_id) DO NOTHING
         "#,
         workspace as WorkspaceId,
     )
