@@ -51,7 +51,8 @@ pub struct Config {
     #[arg(long, env = "SVC_ANALYZE_INTERVAL_SECS", default_value_t = 60)]
     pub analyze_interval_secs: u64,
     /// Seconds between vacuums of the knowledge tables, shared by all
-    /// replicas: a table is vacuumed once a thousand of its rows died, so
+    /// replicas: a table is vacuumed once a fiftieth of its rows died (at
+    /// least 1,000, at most 10,000), so
     /// claims and answers do not slow down as promotions and merges leave dead
     /// rows behind (0: never; leave it to autovacuum).
     #[arg(long, env = "SVC_VACUUM_INTERVAL_SECS", default_value_t = 10)]

@@ -18,6 +18,7 @@ use apalis::prelude::{BackendExt, Monitor, WorkerBuilder, WorkerBuilderExt};
 use apalis_redis::RedisStorage;
 use clap::Parser;
 use svc_core::jobs::{Job, Queue, apalis_config};
+use svc_core::knowledge::statistics::{self, Upkeep};
 use svc_core::knowledge::{Processing, Sweep};
 use svc_core::runtime;
 use tokio_util::sync::CancellationToken;
@@ -78,11 +79,12 @@ async fn run(config: Config) -> anyhow::Result<()> {
         metrics.clone(),
         stop.clone(),
     ));
-    if config.analyze_interval_secs > 0 {
-        tasks.spawn(statistics(pool.clone(), Config::secs(config.analyze_interval_secs), stop.clone()));
-    }
-    if config.vacuum_interval_secs > 0 {
-        tasks.spawn(vacuum(pool.clone(), Config::secs(config.vacuum_interval_secs), stop.clone()));
+    for (upkeep, every) in
+        [(Upkeep::Analyze, config.analyze_interval_secs), (Upkeep::Vacuum, config.vacuum_interval_secs)]
+    {
+        if every > 0 {
+            tasks.spawn(look_after(pool.clone(), upkeep, Config::secs(every), stop.clone()));
+        }
     }
 
     let context = Arc::new(jobs::Context {
@@ -151,46 +153,44 @@ async fn run(config: Config) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Keeps the knowledge tables' statistics fresh (see
-/// `svc_core::knowledge::statistics`): looks every few seconds, and analyzes
-/// what is due unless a replica did within `interval`.
-async fn statistics(pool: sqlx::PgPool, interval: Duration, stop: CancellationToken) {
-    let look = svc_core::knowledge::statistics::LOOK_EVERY.min(interval);
+/// Keeps the knowledge tables' statistics fresh and their dead rows in check
+/// (see `svc_core::knowledge::statistics`): looks every few seconds (every
+/// `interval` for vacuums), and runs `upkeep` where it is due unless a
+/// replica did within `interval`. A stop ends a run midway: PostgreSQL
+/// finishes its statement alone, and the next replica's skips the table until
+/// it is done.
+async fn look_after(pool: sqlx::PgPool, upkeep: Upkeep, interval: Duration, stop: CancellationToken) {
+    let look = match upkeep {
+        Upkeep::Analyze => statistics::LOOK_EVERY.min(interval),
+        Upkeep::Vacuum => interval,
+    };
     loop {
         tokio::select! {
             () = stop.cancelled() => return,
             () = tokio::time::sleep(look) => {}
         }
         let started = std::time::Instant::now();
-        match svc_core::knowledge::statistics::refresh(&pool, interval).await {
-            Ok(tables) if !tables.is_empty() => {
-                tracing::info!(?tables, seconds = started.elapsed().as_secs_f64(), "analyzed knowledge tables")
-            }
-            Ok(_) => {}
-            Err(error) => {
-                tracing::warn!(error = %svc_core::error::chain(&error), "could not analyze; trying next interval")
-            }
-        }
-    }
-}
-
-/// Keeps dead rows in check (see `svc_core::knowledge::statistics`): looks
-/// every `interval`, and vacuums the knowledge tables where enough rows died,
-/// unless a replica did within `interval`.
-async fn vacuum(pool: sqlx::PgPool, interval: Duration, stop: CancellationToken) {
-    loop {
-        tokio::select! {
+        let ran = tokio::select! {
             () = stop.cancelled() => return,
-            () = tokio::time::sleep(interval) => {}
-        }
-        let started = std::time::Instant::now();
-        match svc_core::knowledge::statistics::vacuum(&pool, interval).await {
+            // A connection cut off without an error must not stop the looks.
+            () = tokio::time::sleep(statistics::RUN_LIMIT) => {
+                tracing::warn!(?upkeep, "no answer from PostgreSQL; trying next interval");
+                continue;
+            }
+            ran = statistics::look_after(&pool, upkeep, interval) => ran,
+        };
+        match ran {
             Ok(tables) if !tables.is_empty() => {
-                tracing::debug!(?tables, seconds = started.elapsed().as_secs_f64(), "vacuumed knowledge tables")
+                tracing::debug!(
+                    ?upkeep,
+                    ?tables,
+                    seconds = started.elapsed().as_secs_f64(),
+                    "looked after knowledge tables"
+                )
             }
             Ok(_) => {}
             Err(error) => {
-                tracing::warn!(error = %svc_core::error::chain(&error), "could not vacuum; trying next interval")
+                tracing::warn!(?upkeep, error = %svc_core::error::chain(&error), "could not look after the knowledge tables; trying next interval")
             }
         }
     }

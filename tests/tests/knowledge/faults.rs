@@ -1,6 +1,6 @@
 //! Database faults with the real binaries: sessions terminated under the API
 //! and under a worker, and a worker frozen (SIGSTOP) while its transaction
-//! holds locks.
+//! holds locks; a worker stopped in the middle of a vacuum.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -231,5 +231,58 @@ async fn readiness_follows_the_database_and_redis(pool: PgPool) {
         }
     }
     assert!(worker.process.terminate().await.success(), "{}", worker.process.logs());
+    flush_namespace(REDIS, &ns).await;
+}
+
+/// Vacuums running in the test's database.
+async fn vacuums(pool: &PgPool) -> i64 {
+    sqlx::query_scalar("SELECT count(*) FROM pg_stat_progress_vacuum WHERE datname = current_database()")
+        .fetch_one(pool)
+        .await
+        .unwrap()
+}
+
+#[sqlx::test(migrations = false)]
+async fn a_stopping_worker_does_not_wait_for_a_vacuum(pool: PgPool) {
+    let Stage { database, ns, api, tenant } = stage(&pool, REDIS, &[]).await;
+    tenant.add(&api, 0).await;
+    // 60,000 dead rows in the queue's table, and vacuums that crawl (they
+    // sleep at every page): one lasts minutes.
+    sqlx::query(
+        "INSERT INTO knowledge_revisions
+         SELECT (jsonb_populate_record(NULL::knowledge_revisions,
+                 to_jsonb(r) || jsonb_build_object('id', gen_random_uuid()))).*
+         FROM (SELECT * FROM knowledge_revisions LIMIT 1) r, generate_series(1, 60000) g",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
+    sqlx::query(
+        "DELETE FROM knowledge_revisions r
+         WHERE NOT EXISTS (SELECT 1 FROM knowledge_sources s WHERE s.latest_revision_id = r.id)",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
+    sqlx::query(
+        "DO $$ BEGIN
+             EXECUTE format('ALTER DATABASE %I SET vacuum_cost_delay = 100', current_database());
+             EXECUTE format('ALTER DATABASE %I SET vacuum_cost_limit = 1', current_database());
+         END $$",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
+    let settings = &[("SVC_VACUUM_INTERVAL_SECS", "1"), ("SVC_ANALYZE_INTERVAL_SECS", "0")];
+    let mut worker = Worker::start(&database, REDIS, &ns, settings).await;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while vacuums(&pool).await == 0 {
+        assert!(Instant::now() < deadline, "the worker never vacuumed:\n{}", worker.process.logs());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    assert!(worker.process.terminate().await.success(), "{}", worker.process.logs());
+    assert_eq!(vacuums(&pool).await, 1, "the worker left without waiting; PostgreSQL goes on alone");
+    terminate_sessions(&pool, "svc-worker").await;
     flush_namespace(REDIS, &ns).await;
 }

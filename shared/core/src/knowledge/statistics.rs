@@ -1,5 +1,5 @@
-//! The knowledge tables' statistics and the work queue's dead rows, looked
-//! after by the workers themselves.
+//! The knowledge tables' statistics and dead rows, looked after by the
+//! workers themselves.
 //!
 //! PostgreSQL plans the worker's promotions and the answer engine's reads from
 //! table statistics. Autovacuum analyzes a table only after 10% of it changed
@@ -21,17 +21,24 @@
 //! dead entry per document merged. Both until a vacuum removes them, and
 //! autovacuum, where it runs, waits for a share of the table to die (and
 //! sleeps a minute between looks). So a worker vacuums the tables of
-//! [`VACUUMED_TABLES`] once [`MIN_DEAD`] of their rows died, at most once per
-//! interval between all replicas (seconds, not a minute: these costs follow
-//! the rows that died since the last vacuum).
+//! [`VACUUMED_TABLES`] once enough of their rows died ([`vacuum_due`]), at
+//! most once per interval between all replicas (seconds, not a minute: these
+//! costs follow the rows that died since the last vacuum).
+//!
+//! A run is claimed when it starts, so a long one may overlap the next
+//! replica's: each table is looked at again just before its turn (one
+//! another run just did is no longer due), and one that another run holds
+//! is skipped without waiting. A skipped table is not counted as done.
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
 
-use sqlx::PgPool;
+use sqlx::{PgConnection, PgPool};
 
 use crate::error::Result;
 use crate::store;
+use crate::store::statistics::Changes;
+pub use crate::store::statistics::Upkeep;
 
 /// Every table the add path, the worker and the answer engine plan over: the
 /// one list of what is analyzed (a new knowledge table goes here).
@@ -76,6 +83,17 @@ pub const VACUUMED_TABLES: [&str; 6] = [
 
 /// Dead rows below which a table is never vacuumed for them.
 pub const MIN_DEAD: i64 = 1_000;
+/// Dead rows past which a table is vacuumed whatever its size: what a claim
+/// or a read may walk at most.
+pub const MAX_DEAD: i64 = 10_000;
+
+/// Whether a table of `live` rows of which `dead` are dead is due a vacuum:
+/// a fiftieth of it, at least [`MIN_DEAD`] and at most [`MAX_DEAD`] rows. A
+/// vacuum reads every index of the table whole, so a large table waits for
+/// more dead rows than a small one, as far as what they cost the reads.
+pub fn vacuum_due(live: i64, dead: i64) -> bool {
+    dead >= (live / 50).clamp(MIN_DEAD, MAX_DEAD)
+}
 
 static ANALYZED: [AtomicU64; ANALYZED_TABLES.len()] = [const { AtomicU64::new(0) }; ANALYZED_TABLES.len()];
 static VACUUMED: [AtomicU64; VACUUMED_TABLES.len()] = [const { AtomicU64::new(0) }; VACUUMED_TABLES.len()];
@@ -83,49 +101,82 @@ static VACUUMED: [AtomicU64; VACUUMED_TABLES.len()] = [const { AtomicU64::new(0)
 /// How often a worker looks (a read of PostgreSQL's statistics views).
 pub const LOOK_EVERY: Duration = Duration::from_secs(5);
 
+/// How long a worker waits for one run before it gives up on its connection
+/// (cut off without an error) and looks again at the next interval.
+pub const RUN_LIMIT: Duration = Duration::from_secs(3_600);
+
 /// Analyzes the knowledge tables that are [`due`], unless any replica
 /// analyzed within `every`. Returns the tables analyzed.
 pub async fn refresh(pool: &PgPool, every: Duration) -> Result<Vec<&'static str>> {
-    let mut conn = pool.acquire().await?;
-    let changes = store::statistics::changes(&mut conn, &ANALYZED_TABLES).await?;
-    let due: Vec<(usize, &'static str)> = ANALYZED_TABLES
-        .into_iter()
-        .enumerate()
-        .filter(|(_, table)| changes.iter().any(|c| c.table == *table && due(c.live, c.changed)))
-        .collect();
-    if due.is_empty() || !store::statistics::claim(&mut conn, every.as_secs_f64()).await? {
-        return Ok(Vec::new());
-    }
-    for (i, table) in &due {
-        store::statistics::analyze(&mut conn, table).await?;
-        ANALYZED[*i].fetch_add(1, Relaxed);
-    }
-    Ok(due.into_iter().map(|(_, table)| table).collect())
+    look_after(pool, Upkeep::Analyze, every).await
 }
 
-/// Vacuums the tables of [`VACUUMED_TABLES`] holding [`MIN_DEAD`] dead rows or
-/// more, unless any replica vacuumed within `every`. Returns the tables
-/// vacuumed.
+/// Vacuums the tables of [`VACUUMED_TABLES`] that are [`vacuum_due`], unless
+/// any replica vacuumed within `every`. Returns the tables vacuumed.
 pub async fn vacuum(pool: &PgPool, every: Duration) -> Result<Vec<&'static str>> {
+    look_after(pool, Upkeep::Vacuum, every).await
+}
+
+/// What one kind of upkeep covers, when a table is due it, and how many
+/// runs of it a table has had.
+struct Kind {
+    tables: &'static [&'static str],
+    counters: &'static [AtomicU64],
+    due: fn(&Changes) -> bool,
+    runs: fn(&Changes) -> i64,
+}
+
+fn kind(upkeep: Upkeep) -> Kind {
+    match upkeep {
+        Upkeep::Analyze => Kind {
+            tables: &ANALYZED_TABLES,
+            counters: &ANALYZED,
+            due: |c| due(c.live, c.changed),
+            runs: |c| c.analyzes,
+        },
+        Upkeep::Vacuum => Kind {
+            tables: &VACUUMED_TABLES,
+            counters: &VACUUMED,
+            due: |c| vacuum_due(c.live, c.dead),
+            runs: |c| c.vacuums,
+        },
+    }
+}
+
+/// The one table's figures, read now.
+async fn figures(conn: &mut PgConnection, table: &'static str) -> Result<Option<Changes>> {
+    Ok(store::statistics::changes(conn, &[table]).await?.pop())
+}
+
+/// Runs `upkeep` on the tables due it, unless a replica ran it within
+/// `every`. Returns the tables it ran on. Dropped midway (a stopping worker),
+/// it closes its connection; PostgreSQL finishes the statement on its own.
+pub async fn look_after(pool: &PgPool, upkeep: Upkeep, every: Duration) -> Result<Vec<&'static str>> {
+    let Kind { tables, counters, due, runs } = kind(upkeep);
     let mut conn = pool.acquire().await?;
-    let changes = store::statistics::changes(&mut conn, &VACUUMED_TABLES).await?;
-    let due: Vec<(usize, &'static str)> = VACUUMED_TABLES
-        .into_iter()
-        .enumerate()
-        .filter(|(_, table)| changes.iter().any(|c| c.table == *table && c.dead >= MIN_DEAD))
-        .collect();
-    if due.is_empty() || !store::statistics::claim_vacuum(&mut conn, every.as_secs_f64()).await? {
+    let changes = store::statistics::changes(&mut conn, tables).await?;
+    if !changes.iter().any(due) || !store::statistics::claim(&mut conn, upkeep, every.as_secs_f64()).await? {
         return Ok(Vec::new());
     }
-    for (i, table) in &due {
-        if let Err(error) = store::statistics::vacuum(&mut conn, table).await {
-            // Its session may still carry the vacuum's timeout.
-            conn.close_on_drop();
-            return Err(error.into());
+    // The session's timeout is lifted: it is never pooled again.
+    conn.close_on_drop();
+    store::statistics::unbound(&mut conn).await?;
+    let mut done = Vec::new();
+    for (table, counter) in tables.iter().zip(counters) {
+        let Some(before) = figures(&mut conn, table).await?.filter(due) else { continue };
+        store::statistics::run(&mut conn, upkeep, table).await?;
+        if figures(&mut conn, table).await?.is_some_and(|after| runs(&after) > runs(&before)) {
+            counter.fetch_add(1, Relaxed);
+            done.push(*table);
+        } else {
+            tracing::warn!(
+                table,
+                ?upkeep,
+                "skipped: another analyze or vacuum holds the table, or this role does not own it"
+            );
         }
-        VACUUMED[*i].fetch_add(1, Relaxed);
     }
-    Ok(due.into_iter().map(|(_, table)| table).collect())
+    Ok(done)
 }
 
 /// The counters in the Prometheus text format.
@@ -159,6 +210,17 @@ mod tests {
         assert!(due(50_000, 5_000));
         assert!(due(10_000_000, 100_000), "a large table after a bounded number of changes");
         assert!(!due(10_000_000, 99_999));
+    }
+
+    #[test]
+    fn tables_are_due_a_vacuum_after_a_fiftieth_died_within_bounds() {
+        assert!(!vacuum_due(0, 999), "a few dead rows wait");
+        assert!(vacuum_due(0, 1_000));
+        assert!(vacuum_due(50_000, 1_000), "a small table at the floor");
+        assert!(!vacuum_due(100_000, 1_999), "a larger one waits for a fiftieth");
+        assert!(vacuum_due(100_000, 2_000));
+        assert!(!vacuum_due(10_000_000, 9_999), "a large one waits for more, as far as the ceiling");
+        assert!(vacuum_due(10_000_000, 10_000));
     }
 
     #[test]

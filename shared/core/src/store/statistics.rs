@@ -1,59 +1,56 @@
 //! The knowledge tables' upkeep: who analyzes or vacuums them next, which
-//! changed since their last analyze and how many of their rows are dead, and
-//! the ANALYZE and VACUUM themselves.
+//! changed since their last analyze, how many of their rows are dead and how
+//! often each was looked after, and the ANALYZE and VACUUM themselves.
 
 use sqlx::PgConnection;
 
-/// Claims the next analyze for this process if none ran in the last
+/// What a worker does to a knowledge table.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Upkeep {
+    Analyze,
+    Vacuum,
+}
+
+/// Claims the next run of `upkeep` for this process if none ran in the last
 /// `every_secs` (any replica's): `false` when one did, or another replica
 /// holds the claim right now (it is not waited for).
 #[tracing::instrument(level = "debug", skip(conn))]
-pub async fn claim(conn: &mut PgConnection, every_secs: f64) -> sqlx::Result<bool> {
+pub async fn claim(conn: &mut PgConnection, upkeep: Upkeep, every_secs: f64) -> sqlx::Result<bool> {
+    let analyze = upkeep == Upkeep::Analyze;
     let claimed = sqlx::query_scalar!(
         r#"
-        UPDATE knowledge_statistics SET analyzed_at = now()
+        UPDATE knowledge_statistics
+        SET analyzed_at = CASE WHEN $2 THEN now() ELSE analyzed_at END,
+            vacuumed_at = CASE WHEN $2 THEN vacuumed_at ELSE now() END
         WHERE id = (SELECT id FROM knowledge_statistics
-                    WHERE analyzed_at < now() - make_interval(secs => $1)
+                    WHERE CASE WHEN $2 THEN analyzed_at ELSE vacuumed_at END
+                          < now() - make_interval(secs => $1)
                     FOR UPDATE SKIP LOCKED)
         RETURNING 1 AS "claimed!"
         "#,
         every_secs,
+        analyze,
     )
     .fetch_optional(conn)
     .await?;
     Ok(claimed.is_some())
 }
 
-/// Claims the next vacuum for this process if none ran in the last
-/// `every_secs` (any replica's), as [`claim`] does for analyzes.
-#[tracing::instrument(level = "debug", skip(conn))]
-pub async fn claim_vacuum(conn: &mut PgConnection, every_secs: f64) -> sqlx::Result<bool> {
-    let claimed = sqlx::query_scalar!(
-        r#"
-        UPDATE knowledge_statistics SET vacuumed_at = now()
-        WHERE id = (SELECT id FROM knowledge_statistics
-                    WHERE vacuumed_at < now() - make_interval(secs => $1)
-                    FOR UPDATE SKIP LOCKED)
-        RETURNING 1 AS "claimed!"
-        "#,
-        every_secs,
-    )
-    .fetch_optional(conn)
-    .await?;
-    Ok(claimed.is_some())
-}
-
-/// Rows of one table, how many changed since its last analyze, and how many
-/// are dead (left by updates and deletes, not yet vacuumed).
+/// Rows of one table, how many changed since its last analyze, how many are
+/// dead (left by updates and deletes, not yet vacuumed), and how many times
+/// it was analyzed and vacuumed by hand (not by autovacuum).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Changes {
     pub table: String,
     pub live: i64,
     pub changed: i64,
     pub dead: i64,
+    pub analyzes: i64,
+    pub vacuums: i64,
 }
 
-/// What PostgreSQL's statistics collector says of `tables` (in this schema).
+/// What PostgreSQL's statistics say of `tables` (in this schema). A VACUUM or
+/// ANALYZE is counted by the time it returns (PostgreSQL 15 and later).
 #[tracing::instrument(level = "debug", skip(conn))]
 pub async fn changes(conn: &mut PgConnection, tables: &[&str]) -> sqlx::Result<Vec<Changes>> {
     let tables: Vec<String> = tables.iter().map(|t| (*t).to_owned()).collect();
@@ -61,7 +58,7 @@ pub async fn changes(conn: &mut PgConnection, tables: &[&str]) -> sqlx::Result<V
         Changes,
         r#"
         SELECT relname::text AS "table!", n_live_tup AS "live!", n_mod_since_analyze AS "changed!",
-               n_dead_tup AS "dead!"
+               n_dead_tup AS "dead!", analyze_count AS "analyzes!", vacuum_count AS "vacuums!"
         FROM pg_stat_user_tables
         WHERE schemaname = current_schema() AND relname::text = ANY($1)
         "#,
@@ -71,31 +68,30 @@ pub async fn changes(conn: &mut PgConnection, tables: &[&str]) -> sqlx::Result<V
     .await
 }
 
-/// ANALYZE of one table, skipped (no wait) while another analyze or vacuum
-/// holds it. `table` is one of the service's own table names, never input.
+/// Lifts the statement timeout of this session for the upkeep to come: an
+/// ANALYZE samples a bounded number of rows and a VACUUM's work follows the
+/// table, and either cancelled at a timeout would start over next time, and
+/// be cancelled again. Neither waits for a lock (`SKIP_LOCKED`). The caller
+/// closes the connection after, never returning it to the pool.
 #[tracing::instrument(level = "debug", skip(conn))]
-pub async fn analyze(conn: &mut PgConnection, table: &'static str) -> sqlx::Result<()> {
-    use sqlx::Connection;
-    let mut tx = conn.begin().await?;
-    // Sampling a large table may take longer than a request may.
-    sqlx::query!("SET LOCAL statement_timeout = '10min'").execute(&mut *tx).await?;
-    sqlx::query(sqlx::AssertSqlSafe(format!("ANALYZE (SKIP_LOCKED) {table}"))).execute(&mut *tx).await?;
-    tx.commit().await
+pub async fn unbound(conn: &mut PgConnection) -> sqlx::Result<()> {
+    sqlx::query!("SET statement_timeout = 0").execute(conn).await?;
+    Ok(())
 }
 
-/// VACUUM of one table and its indexes, skipped (no wait) while another vacuum
-/// or analyze holds it. `table` is one of the service's own table names, never
-/// input. A VACUUM cannot run in a transaction, so its longer timeout is set on
-/// the session and reset after; a connection that failed on the way is closed
-/// by the caller.
+/// ANALYZE or VACUUM of one table, skipped (no wait, a warning PostgreSQL
+/// logs) while another analyze or vacuum holds it, or when this role does not
+/// own it: [`Changes`] tells which. `table` is one of the service's own table
+/// names, never input.
 #[tracing::instrument(level = "debug", skip(conn))]
-pub async fn vacuum(conn: &mut PgConnection, table: &'static str) -> sqlx::Result<()> {
-    sqlx::query!("SET statement_timeout = '10min'").execute(&mut *conn).await?;
-    // INDEX_CLEANUP ON: the dead index entries are what claims walk, and
-    // PostgreSQL would skip the indexes when few heap pages hold dead rows.
-    sqlx::query(sqlx::AssertSqlSafe(format!("VACUUM (SKIP_LOCKED, INDEX_CLEANUP ON) {table}")))
-        .execute(&mut *conn)
-        .await?;
-    sqlx::query!("RESET statement_timeout").execute(conn).await?;
+pub async fn run(conn: &mut PgConnection, upkeep: Upkeep, table: &'static str) -> sqlx::Result<()> {
+    let statement = match upkeep {
+        Upkeep::Analyze => format!("ANALYZE (SKIP_LOCKED) {table}"),
+        // INDEX_CLEANUP ON: the dead index entries are what claims and reads
+        // walk, and PostgreSQL would skip the indexes when few heap pages hold
+        // dead rows.
+        Upkeep::Vacuum => format!("VACUUM (SKIP_LOCKED, INDEX_CLEANUP ON) {table}"),
+    };
+    sqlx::query(sqlx::AssertSqlSafe(statement)).execute(conn).await?;
     Ok(())
 }
