@@ -138,21 +138,26 @@ pub async fn gate(State(gate): State<Gate>, request: Request, next: Next) -> Res
         Ok(bytes) => bytes,
         Err(problem) => return refuse(problem),
     };
-    let Probed { called, tool_call } = match probe(&bytes, &request_id) {
-        Ok(probed) => probed,
-        Err(refusal) => return refusal,
-    };
     parts.extensions.insert(authenticated);
-    if tool_call
-        && gate.fast.admits(&parts.headers)
+    // A plain tool call rmcp would run as it is: read once, answered here.
+    if gate.fast.admits(&parts.headers)
         && let Some((id, params)) = fast::tool_call(&bytes)
     {
+        let op = catalog::by_tool_name(&params.name);
+        if let Some(refusal) = over_limit(op, bytes.len(), &request_id) {
+            return refusal;
+        }
         drop(bytes);
+        let called = tool_called(op);
         let result = call(state, params, Some(&parts)).await;
         let mut response = fast::answer(id, result, &request_id);
         response.extensions_mut().insert(called);
         return response;
     }
+    let called = match probe(&bytes, &request_id) {
+        Ok(called) => called,
+        Err(refusal) => return refusal,
+    };
     let response = next.run(Request::from_parts(parts, Body::from(bytes))).await;
     let mut response = with_request_id(response, &request_id).await;
     response.extensions_mut().insert(called);
@@ -248,22 +253,16 @@ impl<'de> Deserialize<'de> for JsonKind {
     }
 }
 
-/// What [`probe`] found: the name of the call for the access log, and whether
-/// it is a `tools/call`.
-struct Probed {
-    called: Called,
-    tool_call: bool,
-}
-
 /// JSON-RPC error codes.
 const PARSE_ERROR: i64 = -32700;
 const INVALID_REQUEST: i64 = -32600;
 const INVALID_PARAMS: i64 = -32602;
 
 /// Checks the message is one JSON-RPC 2.0 request rmcp can take, and a tool
-/// call's body is within its operation's limit.
+/// call's body is within its operation's limit; names the call for the access
+/// log.
 #[expect(clippy::result_large_err, reason = "the error is the response itself")]
-fn probe(bytes: &[u8], request_id: &RequestId) -> Result<Probed, Response> {
+fn probe(bytes: &[u8], request_id: &RequestId) -> Result<Called, Response> {
     let error = |status: StatusCode, id: Option<Value>, code: i64, message: &str| {
         json_rpc_error(status, id, code, message, request_id)
     };
@@ -294,7 +293,7 @@ fn probe(bytes: &[u8], request_id: &RequestId) -> Result<Probed, Response> {
     if message.method.as_deref() != Some("tools/call") {
         // The method names the call in the access log (cut: it is the client's text).
         let method: String = message.method.unwrap_or_default().chars().take(40).collect();
-        return Ok(Probed { called: Called(method.into()), tool_call: false });
+        return Ok(Called(method.into()));
     }
     let params = message.params.unwrap_or(ProbeParams { name: None, arguments: None });
     if params.arguments.as_ref().is_some_and(|kind| *kind != JsonKind::Object) {
@@ -302,12 +301,22 @@ fn probe(bytes: &[u8], request_id: &RequestId) -> Result<Probed, Response> {
         return Err(error(StatusCode::OK, message.id, INVALID_PARAMS, text));
     }
     let op = params.name.as_ref().and_then(Value::as_str).and_then(catalog::by_tool_name);
-    if let Some(op) = op
-        && bytes.len() > op.body_limit + FRAMING
-    {
-        return Err(response::problem(&Problem::body_too_large(op.body_limit), request_id));
+    match over_limit(op, bytes.len(), request_id) {
+        Some(refusal) => Err(refusal),
+        None => Ok(tool_called(op)),
     }
-    Ok(Probed { called: Called(op.map_or("tools/call", |op| op.id).into()), tool_call: true })
+}
+
+/// The refusal of a tool call whose body of `length` bytes is over its
+/// operation's limit.
+fn over_limit(op: Option<&Operation>, length: usize, request_id: &RequestId) -> Option<Response> {
+    let op = op.filter(|op| length > op.body_limit + FRAMING)?;
+    Some(response::problem(&Problem::body_too_large(op.body_limit), request_id))
+}
+
+/// A tool call's name in the access log: its operation's, when it names one.
+fn tool_called(op: Option<&Operation>) -> Called {
+    Called(op.map_or("tools/call", |op| op.id).into())
 }
 
 fn json_rpc_error(status: StatusCode, id: Option<Value>, code: i64, message: &str, request_id: &RequestId) -> Response {
