@@ -35,7 +35,7 @@ use crate::entitlements::{Entitlement, LimitKey};
 use crate::error::Result;
 use crate::ids::{AgentId, RevisionId, SourceId, WorkspaceId};
 use crate::jobs::Job;
-use crate::store::knowledge::{HeldSource, NewRevision, RevisionFacts, SourceRow};
+use crate::store::knowledge::{Added, HeldSource, NewRevision, RevisionFacts, SourceRow};
 use crate::store::types::{StoredProvenanceKind, StoredRevisionState};
 use crate::store::usage::Delta;
 use crate::store::{self};
@@ -195,15 +195,10 @@ fn source_not_found() -> Problem {
     Problem::not_found("Knowledge Source")
 }
 
-/// Makes sure the Agent is live, and keeps it so until the transaction ends.
-async fn hold_agent(conn: &mut PgConnection, scope: Scope<'_>) -> Result<()> {
-    if store::agents::hold(conn, scope.workspace, scope.agent).await? { Ok(()) } else { Err(agent_not_found().into()) }
-}
-
 /// knowledge_source.add: a new source with a pending revision, within the
-/// `knowledge_sources` and `knowledge_bytes` limits. The usage is reserved
-/// last, after the inserts, so concurrent adds of a Workspace wait for each
-/// other only for the end of a transaction.
+/// `knowledge_sources` and `knowledge_bytes` limits. The Agent's check and
+/// both inserts are one statement; the usage is reserved last, so concurrent
+/// adds of a Workspace wait for each other only for the end of a transaction.
 pub async fn add(
     conn: &mut PgConnection,
     scope: Scope<'_>,
@@ -211,22 +206,24 @@ pub async fn add(
     submission: Submission<'_>,
 ) -> Result<(SourceId, Job)> {
     submission.verify()?;
-    hold_agent(conn, scope).await?;
     let wanted = Delta::of(LimitKey::KnowledgeSources, 1).and(Delta::of(LimitKey::KnowledgeBytes, submission.bytes()));
     let (source, revision) = (SourceId::new(), RevisionId::new());
     let first = submission.new_revision(revision, source, scope.workspace, scope.agent);
-    if !store::knowledge::insert_source(conn, key, &first).await? {
-        // Over a limit, the limit is the answer (the contract's order of checks).
-        crate::entitlements::check(conn, scope.workspace, scope.entitlement, &wanted).await?;
-        let existing = store::knowledge::id_by_key(conn, scope.agent, key).await?;
-        let mut problem =
-            Problem::invalid("key_exists", "A live source of this Agent already has this key.").with_detail("key", key);
-        if let Some(existing) = existing {
-            problem = problem.with_detail("sourceId", existing.to_string());
+    match store::knowledge::add_source(conn, key, &first).await? {
+        Added::Added => {}
+        Added::NoAgent => return Err(agent_not_found().into()),
+        Added::KeyExists => {
+            // Over a limit, the limit is the answer (the contract's order of checks).
+            crate::entitlements::check(conn, scope.workspace, scope.entitlement, &wanted).await?;
+            let existing = store::knowledge::id_by_key(conn, scope.agent, key).await?;
+            let mut problem = Problem::invalid("key_exists", "A live source of this Agent already has this key.")
+                .with_detail("key", key);
+            if let Some(existing) = existing {
+                problem = problem.with_detail("sourceId", existing.to_string());
+            }
+            return Err(problem.into());
         }
-        return Err(problem.into());
     }
-    store::knowledge::insert_revision(conn, &first).await?;
     crate::entitlements::reserve(conn, scope.workspace, scope.entitlement, &wanted).await?;
     Ok((source, Job::ProcessRevision { revision }))
 }

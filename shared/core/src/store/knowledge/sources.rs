@@ -241,20 +241,49 @@ pub async fn insert_revision(conn: &mut PgConnection, new: &NewRevision<'_>) -> 
     Ok(())
 }
 
-/// Inserts the source of `first`, its first revision (inserted next, in the
-/// same transaction), showing it as latest and candidate; `false` when a live
-/// source of the Agent has the key.
+/// What [`add_source`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Added {
+    /// The source and its first revision are in.
+    Added,
+    /// The Agent is not live in the Workspace: nothing was written.
+    NoAgent,
+    /// A live source of the Agent has the key: nothing was written.
+    KeyExists,
+}
+
+/// Inserts the source of `first` and its first revision, showing it as latest
+/// and candidate, in one statement that holds the Agent's row `FOR SHARE`
+/// (live until the transaction ends: an Agent being deleted waits, or is
+/// seen deleted).
 #[tracing::instrument(level = "debug", skip(conn, first), fields(id = %first.source_id))]
-pub async fn insert_source(conn: &mut PgConnection, key: &str, first: &NewRevision<'_>) -> sqlx::Result<bool> {
-    // `now()` is the transaction's start: the revision's `imported_at` too.
-    let inserted = sqlx::query!(
+pub async fn add_source(conn: &mut PgConnection, key: &str, first: &NewRevision<'_>) -> sqlx::Result<Added> {
+    // `now()` is the transaction's start: the source's and the revision's.
+    let row = sqlx::query!(
         r#"
-        INSERT INTO knowledge_sources (id, workspace_id, agent_id, key, latest_revision_id, candidate_revision_id,
-                                       revision, digest, title, provenance_kind, provenance_uri, required,
-                                       imported_at, candidate_revision, candidate_digest, candidate_state,
-                                       candidate_imported_at, candidate_bytes)
-        VALUES ($1, $2, $3, $4, $5, $5, $6, $7, $8, $9, $10, $11, now(), $6, $7, 'pending', now(), $12)
-        ON CONFLICT (agent_id, key) WHERE deleted_at IS NULL DO NOTHING
+        WITH agent AS (
+            SELECT 1 FROM agents WHERE id = $3 AND workspace_id = $2 AND deleted_at IS NULL FOR SHARE
+        ), source AS (
+            INSERT INTO knowledge_sources (id, workspace_id, agent_id, key, latest_revision_id,
+                                           candidate_revision_id, revision, digest, title, provenance_kind,
+                                           provenance_uri, required, imported_at, candidate_revision,
+                                           candidate_digest, candidate_state, candidate_imported_at,
+                                           candidate_bytes)
+            SELECT $1::uuid, $2::uuid, $3::uuid, $4::text, $5::uuid, $5::uuid, $6::text, $7::text, $8::text,
+                   $9::provenance_kind, $10::text, $11::boolean, now(), $6::text, $7::text, 'pending', now(),
+                   $12::integer
+            FROM agent
+            ON CONFLICT (agent_id, key) WHERE deleted_at IS NULL DO NOTHING
+            RETURNING id
+        ), revision AS (
+            INSERT INTO knowledge_revisions (id, source_id, workspace_id, agent_id, revision, digest, title,
+                                             provenance_kind, provenance_uri, required, content, content_bytes)
+            SELECT $5::uuid, id, $2::uuid, $3::uuid, $6::text, $7::text, $8::text, $9::provenance_kind,
+                   $10::text, $11::boolean, $13::text, $12::integer
+            FROM source
+            RETURNING 1
+        )
+        SELECT EXISTS (SELECT 1 FROM agent) AS "agent!", EXISTS (SELECT 1 FROM revision) AS "added!"
         "#,
         first.source_id as SourceId,
         first.workspace_id as WorkspaceId,
@@ -268,10 +297,15 @@ pub async fn insert_source(conn: &mut PgConnection, key: &str, first: &NewRevisi
         first.provenance_uri,
         first.required,
         first.content_bytes(),
+        first.content,
     )
-    .execute(conn)
+    .fetch_one(conn)
     .await?;
-    Ok(inserted.rows_affected() == 1)
+    Ok(match (row.agent, row.added) {
+        (false, _) => Added::NoAgent,
+        (true, false) => Added::KeyExists,
+        (true, true) => Added::Added,
+    })
 }
 
 /// The live source with this key, if any.
