@@ -82,6 +82,18 @@ impl Tenant {
 }
 
 #[sqlx::test(migrations = "../migrations")]
+async fn add_answers_what_inspect_shows(pool: PgPool) {
+    let s = setup(pool).await;
+    let mut input = add_input(&s.agent, "faq-1", "Opening hours are nine to five.");
+    input["required"] = json!(true);
+    input["provenance"] = json!({ "kind": "url", "uri": "https://help.example/faq-1" });
+    let added = s.ok("knowledge-sources/add", input).await["knowledgeSource"].clone();
+    let id = added["id"].as_str().unwrap();
+    assert_eq!(added, s.inspect(id).await, "the add's answer is built without reading the source back");
+    assert_eq!(added["state"], "pending");
+}
+
+#[sqlx::test(migrations = "../migrations")]
 async fn an_added_source_is_pending_then_active(pool: PgPool) {
     let s = setup(pool).await;
     let content = "# FAQ\n\nOur office opens at nine.\n\n## Returns\n\nReturns are free within 30 days.";

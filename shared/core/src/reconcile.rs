@@ -402,7 +402,7 @@ async fn apply_entry(
     match current {
         None => {
             let (source, job) = knowledge::add(tx, scope, &entry.key, submission).await?;
-            Ok((PlanAction::Add, Some(source), Some(job)))
+            Ok((PlanAction::Add, Some(source.id), Some(job)))
         }
         Some(source) if unchanged(&source, &submission) => Ok((PlanAction::Noop, Some(source.id), None)),
         Some(source) => match knowledge::replace(tx, scope, source.id, submission).await? {

@@ -196,21 +196,21 @@ fn source_not_found() -> Problem {
 }
 
 /// knowledge_source.add: a new source with a pending revision, within the
-/// `knowledge_sources` and `knowledge_bytes` limits. The Agent's check and
-/// both inserts are one statement; the usage is reserved last, so concurrent
+/// `knowledge_sources` and `knowledge_bytes` limits; returns it as the
+/// resource shows it. The Agent's check and both inserts are one statement; the usage is reserved last, so concurrent
 /// adds of a Workspace wait for each other only for the end of a transaction.
 pub async fn add(
     conn: &mut PgConnection,
     scope: Scope<'_>,
     key: &str,
     submission: Submission<'_>,
-) -> Result<(SourceId, Job)> {
+) -> Result<(SourceRow, Job)> {
     submission.verify()?;
     let wanted = Delta::of(LimitKey::KnowledgeSources, 1).and(Delta::of(LimitKey::KnowledgeBytes, submission.bytes()));
     let (source, revision) = (SourceId::new(), RevisionId::new());
     let first = submission.new_revision(revision, source, scope.workspace, scope.agent);
-    match store::knowledge::add_source(conn, key, &first).await? {
-        Added::Added => {}
+    let added = match store::knowledge::add_source(conn, key, &first).await? {
+        Added::Added(row) => row,
         Added::NoAgent => return Err(agent_not_found().into()),
         Added::KeyExists => {
             // Over a limit, the limit is the answer (the contract's order of checks).
@@ -223,9 +223,9 @@ pub async fn add(
             }
             return Err(problem.into());
         }
-    }
+    };
     crate::entitlements::reserve(conn, scope.workspace, scope.entitlement, &wanted).await?;
-    Ok((source, Job::ProcessRevision { revision }))
+    Ok((*added, Job::ProcessRevision { revision }))
 }
 
 /// What a replace did.

@@ -100,7 +100,7 @@ impl Handler for Add {
             content: &input.content,
         };
         let (source, job) = knowledge::add(conn, scope(ctx, agent)?, &input.key, submission).await?;
-        Ok(Done { jobs: vec![job], ..read_back(ctx, conn, agent, source).await?.into() })
+        Ok(Done { jobs: vec![job], ..KnowledgeSourceOutput { knowledge_source: source.into() }.into() })
     }
 }
 

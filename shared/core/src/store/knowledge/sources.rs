@@ -242,10 +242,11 @@ pub async fn insert_revision(conn: &mut PgConnection, new: &NewRevision<'_>) -> 
 }
 
 /// What [`add_source`] did.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub enum Added {
-    /// The source and its first revision are in.
-    Added,
+    /// The source and its first revision are in: the source as
+    /// `knowledge_source_view` shows it.
+    Added(Box<SourceRow>),
     /// The Agent is not live in the Workspace: nothing was written.
     NoAgent,
     /// A live source of the Agent has the key: nothing was written.
@@ -283,7 +284,8 @@ pub async fn add_source(conn: &mut PgConnection, key: &str, first: &NewRevision<
             FROM source
             RETURNING 1
         )
-        SELECT EXISTS (SELECT 1 FROM agent) AS "agent!", EXISTS (SELECT 1 FROM revision) AS "added!"
+        SELECT EXISTS (SELECT 1 FROM agent) AS "agent!", EXISTS (SELECT 1 FROM revision) AS "added!",
+               now() AS "imported_at!"
         "#,
         first.source_id as SourceId,
         first.workspace_id as WorkspaceId,
@@ -304,8 +306,45 @@ pub async fn add_source(conn: &mut PgConnection, key: &str, first: &NewRevision<
     Ok(match (row.agent, row.added) {
         (false, _) => Added::NoAgent,
         (true, false) => Added::KeyExists,
-        (true, true) => Added::Added,
+        (true, true) => Added::Added(Box::new(SourceRow::added(key, first, row.imported_at))),
     })
+}
+
+impl SourceRow {
+    /// What `knowledge_source_view` shows of a source [`add_source`] just
+    /// inserted at `imported_at`: no active revision, and `first` as latest
+    /// and pending candidate (the test `add_answers_what_inspect_shows` holds
+    /// the two together).
+    fn added(key: &str, first: &NewRevision<'_>, imported_at: OffsetDateTime) -> Self {
+        Self {
+            id: first.source_id,
+            workspace_id: first.workspace_id,
+            agent_id: first.agent_id,
+            key: key.to_owned(),
+            revision: first.revision.to_owned(),
+            digest: first.digest.to_owned(),
+            title: first.title.to_owned(),
+            provenance_kind: first.provenance_kind,
+            provenance_uri: first.provenance_uri.to_owned(),
+            required: first.required,
+            imported_at,
+            active_id: None,
+            active_revision: None,
+            active_digest: None,
+            active_state: None,
+            active_imported_at: None,
+            active_error_code: None,
+            candidate_id: Some(first.id),
+            candidate_revision: Some(first.revision.to_owned()),
+            candidate_digest: Some(first.digest.to_owned()),
+            candidate_state: Some(StoredRevisionState::Pending),
+            candidate_imported_at: Some(imported_at),
+            candidate_error_code: None,
+            latest_state: StoredRevisionState::Pending,
+            active_bytes: None,
+            candidate_bytes: Some(first.content_bytes()),
+        }
+    }
 }
 
 /// The live source with this key, if any.
