@@ -139,6 +139,16 @@ pub async fn gate(State(gate): State<Gate>, request: Request, next: Next) -> Res
         Err(problem) => return refuse(problem),
     };
     parts.extensions.insert(authenticated);
+    // A body that may be over its tool's limit is probed first: refused
+    // without its arguments being read into values. Any other is probed only
+    // if the fast path does not take it.
+    let mut probed = None;
+    if probe_first(bytes.len()) {
+        match probe(&bytes, &request_id) {
+            Ok(called) => probed = Some(called),
+            Err(refusal) => return refusal,
+        }
+    }
     // A plain tool call rmcp would run as it is: read once, answered here.
     if gate.fast.admits(&parts.headers)
         && let Some((id, params)) = fast::tool_call(&bytes)
@@ -154,9 +164,12 @@ pub async fn gate(State(gate): State<Gate>, request: Request, next: Next) -> Res
         response.extensions_mut().insert(called);
         return response;
     }
-    let called = match probe(&bytes, &request_id) {
-        Ok(called) => called,
-        Err(refusal) => return refusal,
+    let called = match probed {
+        Some(called) => called,
+        None => match probe(&bytes, &request_id) {
+            Ok(called) => called,
+            Err(refusal) => return refusal,
+        },
     };
     let response = next.run(Request::from_parts(parts, Body::from(bytes))).await;
     let mut response = with_request_id(response, &request_id).await;
@@ -188,7 +201,7 @@ fn is_json(headers: &HeaderMap) -> bool {
 }
 
 /// The parts of a JSON-RPC message checked before rmcp reads it. Arguments are
-/// only looked at for their type: a 75 MB manifest is skipped, not copied.
+/// only looked at for their type: a 128 MiB manifest is skipped, not copied.
 #[derive(Deserialize)]
 struct Probe {
     jsonrpc: Option<Value>,
@@ -305,6 +318,12 @@ fn probe(bytes: &[u8], request_id: &RequestId) -> Result<Called, Response> {
         Some(refusal) => Err(refusal),
         None => Ok(tool_called(op)),
     }
+}
+
+/// Whether a body of `length` bytes could be over some tool's limit, and is
+/// so probed before anything reads its arguments.
+fn probe_first(length: usize) -> bool {
+    length > catalog::MIN_BODY_LIMIT + FRAMING
 }
 
 /// The refusal of a tool call whose body of `length` bytes is over its
@@ -472,4 +491,15 @@ async fn call(
         },
         Err(problem) => CallToolResult::structured_error(response::problem_body(&problem, &request_id)),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bodies_that_may_be_over_a_tools_limit_are_probed_first() {
+        assert!(!probe_first(catalog::MIN_BODY_LIMIT + FRAMING), "within every tool's limit: read once");
+        assert!(probe_first(catalog::MIN_BODY_LIMIT + FRAMING + 1));
+    }
 }

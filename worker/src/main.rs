@@ -180,13 +180,12 @@ async fn look_after(pool: sqlx::PgPool, upkeep: Upkeep, interval: Duration, stop
             ran = statistics::look_after(&pool, upkeep, interval) => ran,
         };
         match ran {
+            // Analyzes are rare and worth a line; vacuums run every few seconds.
+            Ok(tables) if !tables.is_empty() && upkeep == Upkeep::Analyze => {
+                tracing::info!(?tables, seconds = started.elapsed().as_secs_f64(), "analyzed knowledge tables")
+            }
             Ok(tables) if !tables.is_empty() => {
-                tracing::debug!(
-                    ?upkeep,
-                    ?tables,
-                    seconds = started.elapsed().as_secs_f64(),
-                    "looked after knowledge tables"
-                )
+                tracing::debug!(?tables, seconds = started.elapsed().as_secs_f64(), "vacuumed knowledge tables")
             }
             Ok(_) => {}
             Err(error) => {

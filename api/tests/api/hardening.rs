@@ -423,6 +423,19 @@ async fn mcp_transport_failures_are_json(pool: PgPool) {
     rpc_error(&post(json_headers(), batch.into()).await, 400, -32600);
     let old = json!({ "jsonrpc": "1.0", "id": 1, "method": "tools/list" }).to_string();
     rpc_error(&post(json_headers(), old.into()).await, 400, -32600);
+    // The same for a tool call, which the gate may answer itself.
+    let call = json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": { "name": "svc_agent_list", "arguments": {} } });
+    let batch = json!([call]).to_string();
+    rpc_error(&post(json_headers(), batch.into()).await, 400, -32600);
+    for version in [json!("1.0"), Value::Null] {
+        let mut call = call.clone();
+        call["jsonrpc"] = version;
+        rpc_error(&post(json_headers(), call.to_string().into()).await, 400, -32600);
+    }
+    let mut unversioned = call.clone();
+    unversioned.as_object_mut().unwrap().remove("jsonrpc");
+    rpc_error(&post(json_headers(), unversioned.to_string().into()).await, 400, -32600);
     for arguments in [json!([1]), json!("x"), json!(3)] {
         let call = json!({ "jsonrpc": "2.0", "id": 7, "method": "tools/call",
             "params": { "name": "svc_agent_list", "arguments": arguments } })

@@ -5,8 +5,9 @@
 use std::time::Duration;
 
 use sqlx::PgPool;
-use svc_core::knowledge::statistics::{VACUUMED_TABLES, refresh, render, vacuum};
+use svc_core::knowledge::statistics::{VACUUMED_TABLES, refresh, vacuum};
 use svc_core::knowledge::{Outcome, process_next};
+use svc_core::runtime;
 
 use crate::helpers::Tenant;
 use crate::knowledge::{add_input, processing};
@@ -98,12 +99,14 @@ async fn no_autovacuum(pool: &PgPool) {
     }
 }
 
-/// This process's count of vacuums of `table` (`/metrics`).
-fn vacuumed_total(table: &str) -> u64 {
-    let prefix = format!("svc_knowledge_vacuumed_total{{table=\"{table}\"}} ");
-    let text = render();
-    let line = text.lines().find_map(|l| l.strip_prefix(&prefix)).expect("a counter per table");
-    line.parse().unwrap()
+/// PostgreSQL's count of manual vacuums of `table` in this test's database
+/// (the process's own counters are shared by every test it runs).
+async fn vacuums(pool: &PgPool, table: &str) -> i64 {
+    sqlx::query_scalar("SELECT vacuum_count FROM pg_stat_user_tables WHERE relname = $1")
+        .bind(table)
+        .fetch_one(pool)
+        .await
+        .unwrap()
 }
 
 /// Leaves 1,500 dead rows in the work queue's table, as promotions do.
@@ -179,19 +182,40 @@ async fn a_table_another_run_holds_is_skipped_and_not_counted(pool: PgPool) {
     let s = Tenant::new(pool.clone()).await;
     s.ok("knowledge-sources/add", add_input(&s.agent, "seed", "The seed of many revisions.")).await;
     kill_revisions(&pool).await;
-    let counted = vacuumed_total("knowledge_revisions");
+    let counted = vacuums(&pool, "knowledge_revisions").await;
 
     // Another run holds the table (an autovacuum, an ANALYZE, a replica's
     // vacuum): PostgreSQL skips it with a warning, not an error.
     let mut other = pool.begin().await.unwrap();
     sqlx::query("LOCK TABLE knowledge_revisions IN SHARE UPDATE EXCLUSIVE MODE").execute(&mut *other).await.unwrap();
     assert_eq!(vacuum(&pool, Duration::ZERO).await.unwrap(), Vec::<&str>::new(), "not reported as vacuumed");
-    assert_eq!(vacuumed_total("knowledge_revisions"), counted, "nor counted");
+    assert_eq!(vacuums(&pool, "knowledge_revisions").await, counted, "nor run");
     assert!(dead(&pool, "knowledge_revisions").await >= 1_500, "its dead rows are still there");
 
     // Once it is free, the next look vacuums it.
     other.rollback().await.unwrap();
     assert_eq!(vacuum(&pool, Duration::ZERO).await.unwrap(), ["knowledge_revisions"]);
-    assert_eq!(vacuumed_total("knowledge_revisions"), counted + 1);
+    assert_eq!(vacuums(&pool, "knowledge_revisions").await, counted + 1);
     assert!(dead(&pool, "knowledge_revisions").await < 1_000);
+}
+
+#[sqlx::test(migrations = "../migrations")]
+async fn a_vacuums_connection_never_returns_to_the_pool(pool: PgPool) {
+    no_autovacuum(&pool).await;
+    let s = Tenant::new(pool.clone()).await;
+    s.ok("knowledge-sources/add", add_input(&s.agent, "seed", "The seed of many revisions.")).await;
+    kill_revisions(&pool).await;
+    // The service's own pool: one connection, with the serving timeouts.
+    let options = pool.connect_options();
+    let url = format!(
+        "postgres://{}@{}:{}/{}",
+        options.get_username(),
+        options.get_host(),
+        options.get_port(),
+        options.get_database().unwrap()
+    );
+    let serving = runtime::connect(&url, "svc-worker", 1, runtime::Timeouts::SERVING).unwrap();
+    assert_eq!(vacuum(&serving, Duration::ZERO).await.unwrap(), ["knowledge_revisions"]);
+    let timeout: String = sqlx::query_scalar("SHOW statement_timeout").fetch_one(&serving).await.unwrap();
+    assert_eq!(timeout, "30s", "the next user of the pool gets a connection with the serving timeout");
 }

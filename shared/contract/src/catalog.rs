@@ -91,6 +91,8 @@ const CONTENT_BODY_LIMIT: usize = 8 * 1024 * 1024;
 const MANIFEST_BODY_LIMIT: usize = 128 * 1024 * 1024;
 /// The largest body limit of any operation.
 pub const MAX_BODY_LIMIT: usize = MANIFEST_BODY_LIMIT;
+/// The smallest body limit of any operation.
+pub const MIN_BODY_LIMIT: usize = DEFAULT_BODY_LIMIT;
 
 /// One entry of the catalog.
 #[derive(Debug)]
@@ -540,6 +542,13 @@ mod tests {
     use std::collections::HashSet;
 
     use super::*;
+
+    #[test]
+    fn body_limits_lie_between_the_smallest_and_the_largest() {
+        for op in CATALOG.iter() {
+            assert!((MIN_BODY_LIMIT..=MAX_BODY_LIMIT).contains(&op.body_limit), "{}", op.id);
+        }
+    }
 
     #[test]
     fn thirty_unique_operations_in_id_order() {

@@ -234,17 +234,21 @@ async fn readiness_follows_the_database_and_redis(pool: PgPool) {
     flush_namespace(REDIS, &ns).await;
 }
 
-/// Vacuums running in the test's database.
+/// The worker's vacuums of the queue's table running now (not autovacuum's).
 async fn vacuums(pool: &PgPool) -> i64 {
-    sqlx::query_scalar("SELECT count(*) FROM pg_stat_progress_vacuum WHERE datname = current_database()")
-        .fetch_one(pool)
-        .await
-        .unwrap()
+    sqlx::query_scalar(
+        "SELECT count(*) FROM pg_stat_progress_vacuum p JOIN pg_stat_activity a USING (pid)
+         WHERE a.application_name = 'svc-worker' AND p.relid = 'knowledge_revisions'::regclass",
+    )
+    .fetch_one(pool)
+    .await
+    .unwrap()
 }
 
 #[sqlx::test(migrations = false)]
 async fn a_stopping_worker_does_not_wait_for_a_vacuum(pool: PgPool) {
     let Stage { database, ns, api, tenant } = stage(&pool, REDIS, &[]).await;
+    sqlx::query("ALTER TABLE knowledge_revisions SET (autovacuum_enabled = false)").execute(&pool).await.unwrap();
     tenant.add(&api, 0).await;
     // 60,000 dead rows in the queue's table, and vacuums that crawl (they
     // sleep at every page): one lasts minutes.

@@ -169,7 +169,8 @@ pub async fn look_after(pool: &PgPool, upkeep: Upkeep, every: Duration) -> Resul
             counter.fetch_add(1, Relaxed);
             done.push(*table);
         } else {
-            tracing::warn!(
+            // Routine while autovacuum holds the table; lasting, an owner to fix.
+            tracing::info!(
                 table,
                 ?upkeep,
                 "skipped: another analyze or vacuum holds the table, or this role does not own it"
