@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use sqlx::PgPool;
-use svc_core::ids::RevisionId;
+use svc_core::ids::{AgentId, RevisionId};
 use svc_core::knowledge::{Outcome, Processing, process};
 use svc_tests::knowledge::assert_sources_show_their_revisions;
 
@@ -91,6 +91,38 @@ async fn add_answers_what_inspect_shows(pool: PgPool) {
     let id = added["id"].as_str().unwrap();
     assert_eq!(added, s.inspect(id).await, "the add's answer is built without reading the source back");
     assert_eq!(added["state"], "pending");
+}
+
+#[sqlx::test(migrations = "../migrations")]
+async fn an_add_racing_its_agents_deletion_writes_nothing(pool: PgPool) {
+    let s = setup(pool).await;
+    // The Agent's deletion is written but not committed: the add waits for it.
+    let mut deletion = s.app.pool.begin().await.unwrap();
+    sqlx::query("UPDATE agents SET deleted_at = now() WHERE id = $1")
+        .bind(AgentId::parse(&s.agent).unwrap().0)
+        .execute(&mut *deletion)
+        .await
+        .unwrap();
+    let add = {
+        let (app, token, ws) = (s.app.clone(), s.owner.token.clone(), s.ws.clone());
+        let input = add_input(&s.agent, "late", "Written after its Agent was gone.");
+        tokio::spawn(async move { app.op("knowledge-sources/add", &token, Some(&ws), input).await })
+    };
+    let blocked = "SELECT count(*) FROM pg_stat_activity
+                   WHERE wait_event_type = 'Lock' AND query LIKE '%FROM agents%FOR SHARE%'";
+    let mut waited = false;
+    for _ in 0..500 {
+        if sqlx::query_scalar::<_, i64>(blocked).fetch_one(&s.app.pool).await.unwrap() > 0 {
+            waited = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(waited, "the add never waited for the Agent's row");
+    deletion.commit().await.unwrap();
+    assert_problem(&add.await.unwrap(), 404, "resource_not_found");
+    assert_eq!(s.app.count("SELECT count(*) FROM knowledge_sources").await, 0);
+    assert_eq!(s.app.count("SELECT count(*) FROM knowledge_revisions").await, 0);
 }
 
 #[sqlx::test(migrations = "../migrations")]

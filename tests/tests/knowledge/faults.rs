@@ -238,7 +238,8 @@ async fn readiness_follows_the_database_and_redis(pool: PgPool) {
 async fn vacuums(pool: &PgPool) -> i64 {
     sqlx::query_scalar(
         "SELECT count(*) FROM pg_stat_progress_vacuum p JOIN pg_stat_activity a USING (pid)
-         WHERE a.application_name = 'svc-worker' AND p.relid = 'knowledge_revisions'::regclass",
+         WHERE a.application_name = 'svc-worker' AND p.datname = current_database()
+           AND p.relid = 'knowledge_revisions'::regclass",
     )
     .fetch_one(pool)
     .await

@@ -197,8 +197,9 @@ fn source_not_found() -> Problem {
 
 /// knowledge_source.add: a new source with a pending revision, within the
 /// `knowledge_sources` and `knowledge_bytes` limits; returns it as the
-/// resource shows it. The Agent's check and both inserts are one statement; the usage is reserved last, so concurrent
-/// adds of a Workspace wait for each other only for the end of a transaction.
+/// resource shows it. The Agent's check and both inserts are one statement;
+/// the usage is reserved last, so concurrent adds of a Workspace wait for
+/// each other only for the end of a transaction.
 pub async fn add(
     conn: &mut PgConnection,
     scope: Scope<'_>,
