@@ -662,7 +662,7 @@ async fn mcp_gives_the_same_results(pool: PgPool) {
 #[sqlx::test(migrations = "../migrations")]
 async fn a_live_source_row_holds_what_its_view_relies_on(pool: PgPool) {
     let s = setup(pool).await;
-    let agent = svc_core::ids::AgentId::parse(&s.agent).unwrap().0;
+    let agent = AgentId::parse(&s.agent).unwrap().0;
     let digest = "'sha256:' || repeat('0', 64)";
     let candidate = |state: &str, error_code: &str| {
         format!(
@@ -748,7 +748,7 @@ async fn a_live_source_row_holds_what_its_view_relies_on(pool: PgPool) {
 #[sqlx::test(migrations = "../migrations")]
 async fn lookups_use_indexes_at_ten_thousand_sources(pool: PgPool) {
     let s = setup(pool).await;
-    let agent = svc_core::ids::AgentId::parse(&s.agent).unwrap().0;
+    let agent = AgentId::parse(&s.agent).unwrap().0;
     sqlx::query(
         "WITH new AS (SELECT gen_random_uuid() AS source, gen_random_uuid() AS revision, n FROM generate_series(1, 10000) n),
               sources AS (INSERT INTO knowledge_sources (id, workspace_id, agent_id, key, latest_revision_id, candidate_revision_id,
