@@ -9,7 +9,7 @@ use svc_api::config::ServeConfig;
 use svc_core::ids::UserId;
 use svc_tests::raw::RawConn;
 
-use crate::helpers::{TestApp, TestServer, TestUser, assert_ok, assert_problem, config};
+use crate::helpers::{TestApp, TestServer, TestUser, assert_ok, assert_problem, config, waits_on_a_lock};
 
 async fn user_uuid(app: &TestApp, user: &TestUser) -> uuid::Uuid {
     let data = assert_ok("identity/status", &app.op("identity/status", &user.token, None, json!({})).await);
@@ -178,17 +178,7 @@ async fn an_archive_committing_mid_call_stops_every_mutation(pool: PgPool) {
             let (app, token, ws) = (app.clone(), owner.token.clone(), ws.clone());
             tokio::spawn(async move { app.op(path, &token, Some(&ws), input).await })
         };
-        let blocked =
-            "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%FOR SHARE%'";
-        let mut waited = false;
-        for _ in 0..500 {
-            if sqlx::query_scalar::<_, i64>(blocked).fetch_one(&app.pool).await.unwrap() > 0 {
-                waited = true;
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-        assert!(waited, "{path} never waited for the Workspace");
+        assert!(waits_on_a_lock(&app.pool, "%FOR SHARE%").await, "{path} never waited for the Workspace");
         archive.commit().await.unwrap();
         assert_problem(&call.await.unwrap(), 409, "workspace_archived");
         svc_core::admin::set_archived(&app.pool, &ws, false).await.unwrap();

@@ -255,6 +255,25 @@ fn assert_request_id(response: &TestResponse, body: &Value) {
     assert_eq!(response.header("x-request-id"), Some(request_id));
 }
 
+/// Waits (up to about 5 s) until a session waits on a lock in a statement
+/// whose text matches `pattern` (SQL `LIKE`); whether one did.
+pub async fn waits_on_a_lock(pool: &PgPool, pattern: &str) -> bool {
+    for _ in 0..500 {
+        let waiting: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE $1",
+        )
+        .bind(pattern)
+        .fetch_one(pool)
+        .await
+        .unwrap();
+        if waiting > 0 {
+            return true;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    false
+}
+
 /// Asserts a failure: status, code, the error body schema, and the request id in
 /// body and header. Returns the body.
 pub fn assert_problem(response: &TestResponse, status: u16, code: &str) -> Value {

@@ -10,7 +10,7 @@ use svc_core::ids::{AgentId, RevisionId};
 use svc_core::knowledge::{Outcome, Processing, process};
 use svc_tests::knowledge::assert_sources_show_their_revisions;
 
-use crate::helpers::{Tenant, assert_ok, assert_problem};
+use crate::helpers::{Tenant, assert_ok, assert_problem, waits_on_a_lock};
 
 fn digest(content: &str) -> String {
     svc_contract::digest::sha256_prefixed(content.as_bytes())
@@ -108,16 +108,7 @@ async fn an_add_racing_its_agents_deletion_writes_nothing(pool: PgPool) {
         let input = add_input(&s.agent, "late", "Written after its Agent was gone.");
         tokio::spawn(async move { app.op("knowledge-sources/add", &token, Some(&ws), input).await })
     };
-    let blocked = "SELECT count(*) FROM pg_stat_activity
-                   WHERE wait_event_type = 'Lock' AND query LIKE '%FROM agents%FOR SHARE%'";
-    let mut waited = false;
-    for _ in 0..500 {
-        if sqlx::query_scalar::<_, i64>(blocked).fetch_one(&s.app.pool).await.unwrap() > 0 {
-            waited = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    let waited = waits_on_a_lock(&s.app.pool, "%FROM agents%FOR SHARE%").await;
     assert!(waited, "the add never waited for the Agent's row");
     deletion.commit().await.unwrap();
     assert_problem(&add.await.unwrap(), 404, "resource_not_found");
