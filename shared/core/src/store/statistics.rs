@@ -41,7 +41,6 @@ pub async fn claim(conn: &mut PgConnection, upkeep: Upkeep, every_secs: f64) -> 
 /// it was analyzed and vacuumed by hand (not by autovacuum).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Changes {
-    pub table: String,
     pub live: i64,
     pub changed: i64,
     pub dead: i64,
@@ -49,15 +48,16 @@ pub struct Changes {
     pub vacuums: i64,
 }
 
-/// What PostgreSQL's statistics say of `tables` (in this schema). A VACUUM or
-/// ANALYZE is counted by the time it returns (PostgreSQL 15 and later).
+/// What PostgreSQL's statistics say of each of `tables` (in this schema; in
+/// no order, a missing table left out). A VACUUM or ANALYZE is counted by the
+/// time it returns (PostgreSQL 15 and later).
 #[tracing::instrument(level = "debug", skip(conn))]
 pub async fn changes(conn: &mut PgConnection, tables: &[&str]) -> sqlx::Result<Vec<Changes>> {
     let tables: Vec<String> = tables.iter().map(|t| (*t).to_owned()).collect();
     sqlx::query_as!(
         Changes,
         r#"
-        SELECT relname::text AS "table!", n_live_tup AS "live!", n_mod_since_analyze AS "changed!",
+        SELECT n_live_tup AS "live!", n_mod_since_analyze AS "changed!",
                n_dead_tup AS "dead!", analyze_count AS "analyzes!", vacuum_count AS "vacuums!"
         FROM pg_stat_user_tables
         WHERE schemaname = current_schema() AND relname::text = ANY($1)
