@@ -12,12 +12,37 @@ use svc_core::runtime;
 use crate::helpers::Tenant;
 use crate::knowledge::{add_input, processing};
 
-async fn changed(pool: &PgPool, table: &str) -> i64 {
-    sqlx::query_scalar("SELECT n_mod_since_analyze FROM pg_stat_user_tables WHERE relname = $1")
-        .bind(table)
-        .fetch_one(pool)
-        .await
-        .unwrap()
+/// What PostgreSQL counts of one table of this test's database, read here
+/// rather than through the code under test.
+#[derive(sqlx::FromRow)]
+struct Counts {
+    changed: i64,
+    dead: i64,
+    vacuums: i64,
+}
+
+async fn counts(pool: &PgPool, table: &str) -> Counts {
+    sqlx::query_as(
+        "SELECT n_mod_since_analyze AS changed, n_dead_tup AS dead, vacuum_count AS vacuums
+         FROM pg_stat_user_tables WHERE relname = $1",
+    )
+    .bind(table)
+    .fetch_one(pool)
+    .await
+    .unwrap()
+}
+
+/// Waits until PostgreSQL's counts of `table` satisfy `ready` (they follow a
+/// commit within a second or so).
+async fn counts_until(pool: &PgPool, table: &str, ready: impl Fn(&Counts) -> bool) {
+    for _ in 0..1_000 {
+        if ready(&counts(pool, table).await) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let Counts { changed, dead, .. } = counts(pool, table).await;
+    panic!("{table}'s counts never got there: {changed} changed, {dead} dead");
 }
 
 #[sqlx::test(migrations = "../migrations")]
@@ -34,14 +59,7 @@ async fn the_tables_that_changed_a_lot_are_analyzed_once_between_replicas(pool: 
     .execute(&pool)
     .await
     .unwrap();
-    // PostgreSQL counts the changes within a second or so of the commit.
-    for _ in 0..1_000 {
-        if changed(&pool, "knowledge_sources").await >= 1_500 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    assert!(changed(&pool, "knowledge_sources").await >= 1_500);
+    counts_until(&pool, "knowledge_sources", |c| c.changed >= 1_500).await;
 
     // Two replicas look at once: one analyzes what is due, the other nothing.
     let every = Duration::from_secs(60);
@@ -49,7 +67,7 @@ async fn the_tables_that_changed_a_lot_are_analyzed_once_between_replicas(pool: 
     let mut analyzed = [a.unwrap(), b.unwrap()];
     analyzed.sort();
     assert_eq!(analyzed, [vec![], vec!["knowledge_sources"]], "only the table that changed a lot, once");
-    assert!(changed(&pool, "knowledge_sources").await < 1_000, "its changes are counted from the analyze");
+    assert!(counts(&pool, "knowledge_sources").await.changed < 1_000, "its changes are counted from the analyze");
     let tuples: f32 = sqlx::query_scalar("SELECT reltuples FROM pg_class WHERE relname = 'knowledge_sources'")
         .fetch_one(&pool)
         .await
@@ -58,34 +76,10 @@ async fn the_tables_that_changed_a_lot_are_analyzed_once_between_replicas(pool: 
 
     // Within the interval, nothing more, however much changes.
     sqlx::query("UPDATE knowledge_sources SET title = title || '.'").execute(&pool).await.unwrap();
-    for _ in 0..1_000 {
-        if changed(&pool, "knowledge_sources").await >= 1_500 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    counts_until(&pool, "knowledge_sources", |c| c.changed >= 1_500).await;
     assert_eq!(refresh(&pool, every).await.unwrap(), Vec::<&str>::new());
     // Past it (an interval of zero), the next look analyzes again.
     assert_eq!(refresh(&pool, Duration::ZERO).await.unwrap(), ["knowledge_sources"]);
-}
-
-async fn dead(pool: &PgPool, table: &str) -> i64 {
-    sqlx::query_scalar("SELECT n_dead_tup FROM pg_stat_user_tables WHERE relname = $1")
-        .bind(table)
-        .fetch_one(pool)
-        .await
-        .unwrap()
-}
-
-/// Waits until PostgreSQL counts at least `rows` dead rows in `table`.
-async fn dead_at_least(pool: &PgPool, table: &str, rows: i64) {
-    for _ in 0..1_000 {
-        if dead(pool, table).await >= rows {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    panic!("{table} never held {rows} dead rows: {}", dead(pool, table).await);
 }
 
 /// Keeps autovacuum (where it runs) off the tables a test vacuums: it could
@@ -97,16 +91,6 @@ async fn no_autovacuum(pool: &PgPool) {
             .await
             .unwrap();
     }
-}
-
-/// PostgreSQL's count of manual vacuums of `table` in this test's database
-/// (the process's own counters are shared by every test it runs).
-async fn vacuums(pool: &PgPool, table: &str) -> i64 {
-    sqlx::query_scalar("SELECT vacuum_count FROM pg_stat_user_tables WHERE relname = $1")
-        .bind(table)
-        .fetch_one(pool)
-        .await
-        .unwrap()
 }
 
 /// Leaves 1,500 dead rows in the work queue's table, as promotions do.
@@ -124,12 +108,12 @@ async fn kill_revisions(pool: &PgPool) {
     .execute(pool)
     .await
     .unwrap();
-    let before = dead(pool, "knowledge_revisions").await;
+    let before = counts(pool, "knowledge_revisions").await.dead;
     sqlx::query("DELETE FROM knowledge_revisions r WHERE NOT EXISTS (SELECT 1 FROM knowledge_sources s WHERE s.latest_revision_id = r.id)")
         .execute(pool)
         .await
         .unwrap();
-    dead_at_least(pool, "knowledge_revisions", before + 1_500).await;
+    counts_until(pool, "knowledge_revisions", |c| c.dead >= before + 1_500).await;
 }
 
 #[sqlx::test(migrations = "../migrations")]
@@ -148,7 +132,7 @@ async fn tables_with_many_dead_rows_are_vacuumed_once_between_replicas(pool: PgP
     let mut vacuumed = [a.unwrap(), b.unwrap()];
     vacuumed.sort();
     assert_eq!(vacuumed, [vec![], vec!["knowledge_revisions"]], "the queue's table, once");
-    assert!(dead(&pool, "knowledge_revisions").await < 1_000, "its dead rows are gone");
+    assert!(counts(&pool, "knowledge_revisions").await.dead < 1_000, "its dead rows are gone");
     let revisions: i64 = sqlx::query_scalar("SELECT count(*) FROM knowledge_revisions").fetch_one(&pool).await.unwrap();
     assert_eq!(revisions, 1, "the live revision stays");
 
@@ -157,10 +141,10 @@ async fn tables_with_many_dead_rows_are_vacuumed_once_between_replicas(pool: PgP
     assert_eq!(vacuum(&pool, every).await.unwrap(), Vec::<&str>::new());
     // Past it (an interval of zero), the next look vacuums again.
     assert_eq!(vacuum(&pool, Duration::ZERO).await.unwrap(), ["knowledge_revisions"]);
-    assert!(dead(&pool, "knowledge_revisions").await < 1_000);
+    assert!(counts(&pool, "knowledge_revisions").await.dead < 1_000);
 
     // The merged index's fresh postings die as merges take them: vacuumed too.
-    let before = dead(&pool, "knowledge_terms").await;
+    let before = counts(&pool, "knowledge_terms").await.dead;
     sqlx::query(
         "INSERT INTO knowledge_terms
          SELECT (jsonb_populate_record(NULL::knowledge_terms,
@@ -171,40 +155,43 @@ async fn tables_with_many_dead_rows_are_vacuumed_once_between_replicas(pool: PgP
     .await
     .unwrap();
     sqlx::query("DELETE FROM knowledge_terms WHERE lexeme LIKE 'zz%'").execute(&pool).await.unwrap();
-    dead_at_least(&pool, "knowledge_terms", before + 1_500).await;
+    counts_until(&pool, "knowledge_terms", |c| c.dead >= before + 1_500).await;
     assert_eq!(vacuum(&pool, Duration::ZERO).await.unwrap(), ["knowledge_terms"]);
-    assert!(dead(&pool, "knowledge_terms").await < 1_000);
+    assert!(counts(&pool, "knowledge_terms").await.dead < 1_000);
+}
+
+/// A queue's table holding one live revision and 1,500 dead rows, with
+/// autovacuum off.
+async fn dead_queue(pool: &PgPool) {
+    no_autovacuum(pool).await;
+    let s = Tenant::new(pool.clone()).await;
+    s.ok("knowledge-sources/add", add_input(&s.agent, "seed", "The seed of many revisions.")).await;
+    kill_revisions(pool).await;
 }
 
 #[sqlx::test(migrations = "../migrations")]
 async fn a_table_another_run_holds_is_skipped_and_not_counted(pool: PgPool) {
-    no_autovacuum(&pool).await;
-    let s = Tenant::new(pool.clone()).await;
-    s.ok("knowledge-sources/add", add_input(&s.agent, "seed", "The seed of many revisions.")).await;
-    kill_revisions(&pool).await;
-    let counted = vacuums(&pool, "knowledge_revisions").await;
+    dead_queue(&pool).await;
+    let counted = counts(&pool, "knowledge_revisions").await.vacuums;
 
     // Another run holds the table (an autovacuum, an ANALYZE, a replica's
     // vacuum): PostgreSQL skips it with a warning, not an error.
     let mut other = pool.begin().await.unwrap();
     sqlx::query("LOCK TABLE knowledge_revisions IN SHARE UPDATE EXCLUSIVE MODE").execute(&mut *other).await.unwrap();
     assert_eq!(vacuum(&pool, Duration::ZERO).await.unwrap(), Vec::<&str>::new(), "not reported as vacuumed");
-    assert_eq!(vacuums(&pool, "knowledge_revisions").await, counted, "nor run");
-    assert!(dead(&pool, "knowledge_revisions").await >= 1_500, "its dead rows are still there");
+    assert_eq!(counts(&pool, "knowledge_revisions").await.vacuums, counted, "nor run");
+    assert!(counts(&pool, "knowledge_revisions").await.dead >= 1_500, "its dead rows are still there");
 
     // Once it is free, the next look vacuums it.
     other.rollback().await.unwrap();
     assert_eq!(vacuum(&pool, Duration::ZERO).await.unwrap(), ["knowledge_revisions"]);
-    assert_eq!(vacuums(&pool, "knowledge_revisions").await, counted + 1);
-    assert!(dead(&pool, "knowledge_revisions").await < 1_000);
+    assert_eq!(counts(&pool, "knowledge_revisions").await.vacuums, counted + 1);
+    assert!(counts(&pool, "knowledge_revisions").await.dead < 1_000);
 }
 
 #[sqlx::test(migrations = "../migrations")]
 async fn a_vacuums_connection_never_returns_to_the_pool(pool: PgPool) {
-    no_autovacuum(&pool).await;
-    let s = Tenant::new(pool.clone()).await;
-    s.ok("knowledge-sources/add", add_input(&s.agent, "seed", "The seed of many revisions.")).await;
-    kill_revisions(&pool).await;
+    dead_queue(&pool).await;
     // The service's own pool: one connection, with the serving timeouts.
     let options = pool.connect_options();
     let url = format!(
