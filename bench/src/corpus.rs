@@ -55,7 +55,9 @@ impl Rng {
 }
 
 /// Document `seed` of at most `bytes` bytes (and close to it): a title, then
-/// paragraphs drawn from the abstracts, a `##` heading every five.
+/// paragraphs drawn from the abstracts, a `##` heading every five. The
+/// paragraph that does not fit whole is cut after its last word that does, so
+/// a short document is not a title alone when its first abstract is long.
 pub fn document(abstracts: &[Abstract], seed: u64, bytes: usize) -> String {
     let mut rng = Rng::new(seed + 1);
     let mut out = format!("# {}\n\n", abstracts[rng.below(abstracts.len())].title);
@@ -65,10 +67,35 @@ pub fn document(abstracts: &[Abstract], seed: u64, bytes: usize) -> String {
         let heading = (paragraphs % 5 == 4).then(|| format!("## {}\n\n", next.title));
         let piece = format!("{}{}\n\n", heading.unwrap_or_default(), next.text);
         if out.len() + piece.len() > bytes {
+            let room = bytes.saturating_sub(out.len() + "\n\n".len());
+            let cut = next.text.match_indices(' ').map(|(at, _)| at).take_while(|&at| at <= room).last();
+            if let Some(cut) = cut {
+                out.push_str(&next.text[..cut]);
+                out.push_str("\n\n");
+            }
             break;
         }
         out.push_str(&piece);
         paragraphs += 1;
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_document_is_close_to_its_size_even_when_abstracts_are_long() {
+        let long = "word ".repeat(200);
+        let abstracts = [
+            Abstract { title: "Alpha".into(), text: long.trim().to_owned() },
+            Abstract { title: "Beta".into(), text: "A short one.".into() },
+        ];
+        for seed in 0..20 {
+            let document = document(&abstracts, seed, 400);
+            assert!((350..=400).contains(&document.len()), "{} bytes: {document:?}", document.len());
+            assert!(document.lines().any(|l| !l.is_empty() && !l.starts_with('#')), "{document:?}");
+        }
+    }
 }
