@@ -26,7 +26,7 @@ pub const DEFAULT_BODY_READ_TIMEOUT_SECS: u64 = 30;
 pub const DEFAULT_LARGE_BODY_BUDGET_MIB: u64 = 1024;
 pub const DEFAULT_LARGE_BODY_WAIT_SECS: u64 = 10;
 pub const DEFAULT_WORKSPACE_TURN_WAIT_SECS: u64 = 10;
-pub const DEFAULT_WORKSPACE_WRITES: usize = 4;
+pub const DEFAULT_WORKSPACE_WRITES: usize = 8;
 pub const DEFAULT_LLM_TIMEOUT_SECS: u64 = 20;
 pub const DEFAULT_PUBLIC_ANSWERS_PER_MINUTE: u32 = 30;
 pub const DEFAULT_WAIT_CACHE_ENTRIES: usize = 10_000;
@@ -126,8 +126,8 @@ pub struct ServeConfig {
     #[arg(long, env = "SVC_WORKSPACE_TURN_WAIT_SECS", default_value_t = DEFAULT_WORKSPACE_TURN_WAIT_SECS)]
     pub workspace_turn_wait_secs: u64,
     /// Limit-consuming writes of one Workspace that run at once in this process
-    /// (each holds a pooled connection): keep it well below
-    /// `SVC_DATABASE_MAX_CONNECTIONS`, so one tenant cannot take the pool.
+    /// (each holds a pooled connection); at most half of
+    /// `SVC_DATABASE_MAX_CONNECTIONS` is used, so one tenant cannot take the pool.
     #[arg(long, env = "SVC_WORKSPACE_WRITES", default_value_t = DEFAULT_WORKSPACE_WRITES)]
     pub workspace_writes: usize,
     /// Sources still being processed whose `knowledge_source.wait` answer this
@@ -259,12 +259,19 @@ impl ServeConfig {
     pub fn core_with(&self, oidc: Option<OidcConfig>) -> CoreConfig {
         let mut core = CoreConfig::new(self.public_base_url(), oidc);
         core.gate_wait = Duration::from_secs(self.workspace_turn_wait_secs);
-        core.workspace_writes = self.workspace_writes;
+        core.workspace_writes = self.workspace_writes();
         core.wait_cache_entries = self.wait_cache_entries;
         core.wait_cache_max_age = Duration::from_millis(self.wait_cache_max_age_ms);
         core.caller_cache_entries = self.caller_cache_entries;
         core.caller_cache_max_age = Duration::from_millis(self.caller_cache_max_age_ms);
         core
+    }
+
+    /// Writes of one Workspace at once: as configured, but never more than half
+    /// the pool, so one tenant's flood leaves the other half to everyone else.
+    pub fn workspace_writes(&self) -> usize {
+        let half = usize::try_from(self.database.database_max_connections / 2).unwrap_or(usize::MAX);
+        self.workspace_writes.min(half.max(1))
     }
 
     /// The model answers come from, if one is configured.
@@ -367,5 +374,24 @@ impl Default for ServeConfig {
             dev_idp: false,
             dev_env_file: PathBuf::from(DEFAULT_DEV_ENV_FILE),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_workspace_never_gets_more_than_half_the_pool() {
+        let with = |writes, pool| ServeConfig {
+            workspace_writes: writes,
+            database: DatabaseArgs { database_max_connections: pool, ..DatabaseArgs::default() },
+            ..ServeConfig::default()
+        };
+        assert_eq!(with(DEFAULT_WORKSPACE_WRITES, DEFAULT_MAX_CONNECTIONS).workspace_writes(), 8);
+        assert_eq!(with(8, 16).core_with(None).workspace_writes, 8);
+        assert_eq!(with(8, 10).workspace_writes(), 5);
+        assert_eq!(with(2, 4).workspace_writes(), 2);
+        assert_eq!(with(3, 1).workspace_writes(), 1);
     }
 }

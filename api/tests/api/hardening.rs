@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use sqlx::PgPool;
-use svc_api::config::ServeConfig;
+use svc_api::config::{DatabaseArgs, ServeConfig};
 use svc_core::ids::UserId;
 use svc_tests::raw::RawConn;
 
@@ -144,6 +144,79 @@ async fn one_tenants_flood_does_not_stall_another(pool: PgPool) {
         latencies[latencies.len() - 1]
     );
     assert!(latencies[latencies.len() - 1] < Duration::from_secs(3), "{latencies:?}");
+}
+
+/// How many connections wait on a lock in a statement matching `pattern`, once
+/// that many stopped growing: polled until `expected` are there (bounded), then
+/// read again a moment later, so one too many would show.
+async fn settled_waiters(pool: &PgPool, pattern: &str, expected: i64) -> i64 {
+    let count = async || -> i64 {
+        sqlx::query_scalar("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE $1")
+            .bind(pattern)
+            .fetch_one(pool)
+            .await
+            .unwrap()
+    };
+    for _ in 0..300 {
+        if count().await >= expected {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    count().await
+}
+
+/// The gate's places (`SVC_WORKSPACE_WRITES`, here 4 of a pool of 8): a
+/// source's add is counted on the usage shards, where adds of one Workspace
+/// do not wait for each other, so 4 go in at once; an Agent's create is
+/// counted on the usage row, where creates queue anyway, so only 2 hold
+/// connections. Before, every write took one place: 4 creates waited on the
+/// row.
+#[sqlx::test(migrations = "../migrations")]
+async fn adds_take_one_place_at_the_gate_and_creates_two(pool: PgPool) {
+    let url = {
+        let o = pool.connect_options();
+        format!("postgres://{}@{}:{}/{}", o.get_username(), o.get_host(), o.get_port(), o.get_database().unwrap())
+    };
+    let small = svc_core::runtime::connect(&url, "svc-api-test", 8, svc_core::runtime::Timeouts::SERVING).unwrap();
+    let database = DatabaseArgs { database_max_connections: 8, ..config().database };
+    let app = TestApp::with_config(small, ServeConfig { workspace_writes: 4, database, ..config() }).await;
+    let (owner, ws) = app.owner("importer").await;
+    svc_core::admin::plan_set(&app.pool, &ws, "pro", &[]).await.unwrap();
+    let agent = app.agent(&owner, &ws, "Helper").await;
+
+    // Adds wait on the Agent's row, past the gate.
+    let mut holder = pool.begin().await.unwrap();
+    sqlx::query("SELECT 1 FROM agents FOR UPDATE").execute(&mut *holder).await.unwrap();
+    let mut adds = tokio::task::JoinSet::new();
+    for i in 0..10 {
+        let (app, token, ws, agent) = (app.clone(), owner.token.clone(), ws.clone(), agent.clone());
+        adds.spawn(async move {
+            let input = crate::knowledge::add_input(&agent, &format!("doc-{i}"), "The office opens at nine.");
+            app.op("knowledge-sources/add", &token, Some(&ws), input).await
+        });
+    }
+    assert_eq!(settled_waiters(&pool, "%FROM agents%", 4).await, 4, "adds inside the gate at once");
+    holder.rollback().await.unwrap();
+    for response in adds.join_all().await {
+        assert_ok("knowledge-sources/add", &response);
+    }
+
+    // Creates wait on the usage row, past the gate.
+    let mut holder = pool.begin().await.unwrap();
+    sqlx::query("SELECT 1 FROM workspace_usage FOR UPDATE").execute(&mut *holder).await.unwrap();
+    let mut creates = tokio::task::JoinSet::new();
+    for i in 0..10 {
+        let (app, token, ws) = (app.clone(), owner.token.clone(), ws.clone());
+        creates
+            .spawn(async move { app.op("agents/create", &token, Some(&ws), json!({ "name": format!("A{i}") })).await });
+    }
+    assert_eq!(settled_waiters(&pool, "%workspace_usage%", 2).await, 2, "creates inside the gate at once");
+    holder.rollback().await.unwrap();
+    for response in creates.join_all().await {
+        assert_ok("agents/create", &response);
+    }
 }
 
 /// Defect 5: only creates checked archived and Entitlement state again under

@@ -27,7 +27,7 @@ pub fn config() -> ServeConfig {
     ServeConfig {
         database: DatabaseArgs {
             database_url: SecretString::from("postgres://unused"),
-            database_max_connections: 5,
+            database_max_connections: svc_api::config::DEFAULT_MAX_CONNECTIONS,
             ..DatabaseArgs::default()
         },
         bind: "127.0.0.1:0".parse().expect("an address"),

@@ -54,7 +54,7 @@ impl CoreConfig {
             public_base_url,
             oidc,
             gate_wait: Duration::from_secs(10),
-            workspace_writes: 4,
+            workspace_writes: 8,
             wait_cache_entries: 0,
             wait_cache_max_age: Duration::from_secs(1),
             caller_cache_entries: 0,

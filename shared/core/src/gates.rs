@@ -1,13 +1,19 @@
 //! A few limit-consuming writes per Workspace at a time in this process.
 //!
-//! Such writes all end on their Workspace's usage row, which each holds only
-//! from its reservation to its commit (see `store::usage`), so several of one
-//! Workspace run side by side. Without a gate, a flood of them in one Workspace
-//! would each take a pooled connection, until the whole pool was busy with one
+//! Such writes end on their Workspace's usage, which each holds only from its
+//! reservation to its commit (see `store::usage`), so several of one Workspace
+//! run side by side. Without a gate, a flood of them in one Workspace would
+//! each take a pooled connection, until the whole pool was busy with one
 //! tenant and every other tenant's requests timed out. At the gate they wait in
 //! memory instead: at most `permits` connections per Workspace and process, and
 //! the wait is bounded (then `internal_error` 503 with `Retry-After`, nothing
 //! written).
+//!
+//! A write takes one or more of the places: one whose reservation queues on
+//! the usage row in PostgreSQL anyway (Agents, API keys) takes more, so fewer
+//! of them hold connections only to wait there; one counted on the usage
+//! shards (a source's add), where writers do not wait for each other, takes
+//! one.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -40,8 +46,10 @@ impl Gates {
         Self { open: Mutex::new(HashMap::new()), wait, permits: permits.max(1) }
     }
 
-    /// Waits for `workspace`'s turn: `busy` after the configured wait.
-    pub async fn enter(&self, workspace: WorkspaceId) -> Result<Turn<'_>, Problem> {
+    /// Waits for `places` of `workspace`'s places (at least one, at most all):
+    /// `busy` after the configured wait.
+    pub async fn enter(&self, workspace: WorkspaceId, places: usize) -> Result<Turn<'_>, Problem> {
+        let places = u32::try_from(places.clamp(1, self.permits)).unwrap_or(1);
         let gate = match self.open.lock() {
             Ok(mut open) => {
                 open.entry(workspace).or_insert_with(|| Arc::new(tokio::sync::Semaphore::new(self.permits))).clone()
@@ -52,7 +60,7 @@ impl Gates {
             }
         };
         let mut turn = Turn { gates: self, workspace, guard: None };
-        match tokio::time::timeout(self.wait, gate.acquire_owned()).await {
+        match tokio::time::timeout(self.wait, gate.acquire_many_owned(places)).await {
             // The semaphore is never closed.
             Ok(Err(_)) => Err(Problem::internal()),
             Ok(Ok(guard)) => {
@@ -93,16 +101,16 @@ mod tests {
     async fn one_turn_at_a_time_per_workspace_and_bounded_waits() {
         let gates = Gates::new(Duration::from_millis(50), 1);
         let (a, b) = (WorkspaceId::new(), WorkspaceId::new());
-        let first = gates.enter(a).await.unwrap();
+        let first = gates.enter(a, 1).await.unwrap();
         // Another Workspace goes at once; the same one waits, then is refused.
-        let other = gates.enter(b).await.unwrap();
-        let refused = gates.enter(a).await.err().unwrap();
+        let other = gates.enter(b, 1).await.unwrap();
+        let refused = gates.enter(a, 1).await.err().unwrap();
         assert!(refused.unavailable);
         assert_eq!(refused.details.unwrap()["reason"], "busy");
         drop(other);
         drop(first);
         assert_eq!(gates.in_use(), 0, "gates nobody uses are forgotten");
-        let again = gates.enter(a).await.unwrap();
+        let again = gates.enter(a, 1).await.unwrap();
         assert_eq!(gates.in_use(), 1);
         drop(again);
     }
@@ -116,7 +124,7 @@ mod tests {
         for _ in 0..20 {
             let (gates, inside) = (gates.clone(), inside.clone());
             tasks.spawn(async move {
-                let _turn = gates.enter(ws).await.unwrap();
+                let _turn = gates.enter(ws, 1).await.unwrap();
                 let now = inside.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
                 assert_eq!(now, 0, "two callers inside at once");
                 tokio::task::yield_now().await;
@@ -131,14 +139,31 @@ mod tests {
     async fn a_workspace_lets_its_permits_in_at_once() {
         let gates = Gates::new(Duration::from_millis(50), 3);
         let ws = WorkspaceId::new();
-        let inside: Vec<_> = [gates.enter(ws).await, gates.enter(ws).await, gates.enter(ws).await]
+        let inside: Vec<_> = [gates.enter(ws, 1).await, gates.enter(ws, 1).await, gates.enter(ws, 1).await]
             .into_iter()
             .map(|turn| turn.expect("three permits"))
             .collect();
-        let refused = gates.enter(ws).await.err().expect("the fourth waits, then is refused");
+        let refused = gates.enter(ws, 1).await.err().expect("the fourth waits, then is refused");
         assert!(refused.unavailable);
         drop(inside);
         assert_eq!(gates.in_use(), 0);
-        let _again = gates.enter(ws).await.expect("room again");
+        let _again = gates.enter(ws, 1).await.expect("room again");
+    }
+
+    #[tokio::test]
+    async fn a_write_taking_two_places_leaves_fewer_for_the_rest() {
+        let gates = Gates::new(Duration::from_millis(50), 4);
+        let ws = WorkspaceId::new();
+        let pairs = [gates.enter(ws, 2).await.expect("two places"), gates.enter(ws, 2).await.expect("two more")];
+        assert!(gates.enter(ws, 1).await.err().expect("no place left").unavailable);
+        drop(pairs);
+        let ones: Vec<_> = futures_util::future::join_all((0..4).map(|_| gates.enter(ws, 1))).await;
+        assert!(ones.iter().all(Result::is_ok), "four writes of one place each go in at once");
+        assert!(gates.enter(ws, 2).await.is_err());
+        drop(ones);
+        // More places than the gate has is all of them, never a wait forever.
+        let all = gates.enter(ws, 99).await.expect("all four places");
+        assert!(gates.enter(ws, 1).await.is_err());
+        drop(all);
     }
 }

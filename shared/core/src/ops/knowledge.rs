@@ -87,7 +87,7 @@ impl Handler for Add {
     type Input = AddInput;
     type Output = KnowledgeSourceOutput;
 
-    const LOCK: Lock = Lock::Limited;
+    const LOCK: Lock = Lock::Sharded;
 
     async fn handle(ctx: &Ctx<'_>, conn: &mut PgConnection, input: AddInput) -> Result<Done<Self::Output>> {
         let agent = agent_id(&input.agent_id)?;

@@ -88,9 +88,25 @@ pub(crate) enum Lock {
     Shared,
     /// As `Shared`, and the call consumes a limit: it first waits its turn at the
     /// Workspace's gate, holding no pooled connection while it waits, so one
-    /// Workspace's flood of writes (which all end on its usage row) cannot take
-    /// the whole pool.
+    /// Workspace's flood of writes cannot take the whole pool. Its usage is
+    /// counted on the Workspace's usage row, where such writes queue in
+    /// PostgreSQL anyway: it takes two places at the gate (half as many of them
+    /// go in at once).
     Limited,
+    /// As `Limited`, but all it grows is counted on the usage shards, where
+    /// writes of one Workspace do not wait for each other: it takes one place.
+    Sharded,
+}
+
+impl Lock {
+    /// The places at its Workspace's gate a write takes, if it waits there.
+    fn places(self) -> Option<usize> {
+        match self {
+            Lock::Shared => None,
+            Lock::Limited => Some(2),
+            Lock::Sharded => Some(1),
+        }
+    }
 }
 
 /// A handler's result: its output, and what follows once its transaction has
@@ -296,10 +312,10 @@ async fn write<H: Handler>(
     let workspace = ctx.workspace.map(|w| w.id);
     let key = key.map(|k| IdempotencyKey::new(ctx.caller.principal.uuid(), k, op.id, workspace, &input));
     let input = parse::<H::Input>(input)?;
-    let _turn = match (H::LOCK, workspace) {
-        (Lock::Limited, Some(ws)) => {
+    let _turn = match (H::LOCK.places(), workspace) {
+        (Some(places), Some(ws)) => {
             session.release();
-            Some(ctx.service.gates.enter(ws).await?)
+            Some(ctx.service.gates.enter(ws, places).await?)
         }
         _ => None,
     };
