@@ -84,21 +84,28 @@ async fn concurrent_creates_of_one_name_get_distinct_slugs(pool: PgPool) {
     assert_eq!(slugs, expected);
 }
 
+/// An API on its own pool of `connections` to the test's database, letting
+/// `writes` places per Workspace through its gate.
+async fn with_a_pool_of(pool: &PgPool, connections: u32, writes: usize) -> TestApp {
+    let url = {
+        let o = pool.connect_options();
+        format!("postgres://{}@{}:{}/{}", o.get_username(), o.get_host(), o.get_port(), o.get_database().unwrap())
+    };
+    let own = svc_core::runtime::connect(&url, "svc-api-test", connections, svc_core::runtime::Timeouts::SERVING);
+    let database = DatabaseArgs { database_max_connections: connections, ..config().database };
+    TestApp::with_config(own.unwrap(), ServeConfig { workspace_writes: writes, database, ..config() }).await
+}
+
 /// Defect 3: limit-consuming writes waited for their Workspace's lock while
 /// holding pooled connections, so one tenant's flood starved every other
 /// tenant. Now they wait for their turn without a connection, and only a few
-/// of one Workspace (`SVC_WORKSPACE_WRITES`, here 2 of a pool of 4) hold
+/// of one Workspace (`SVC_WORKSPACE_WRITES`, here 2 places of a pool of 4) hold
 /// connections at once. A held lock on the first tenant's usage row stands for
 /// a long flood.
 #[sqlx::test(migrations = "../migrations")]
 async fn one_tenants_flood_does_not_stall_another(pool: PgPool) {
     // A small pool, as the pool of a loaded process is small beside its load.
-    let url = {
-        let o = pool.connect_options();
-        format!("postgres://{}@{}:{}/{}", o.get_username(), o.get_host(), o.get_port(), o.get_database().unwrap())
-    };
-    let small = svc_core::runtime::connect(&url, "svc-api-test", 4, svc_core::runtime::Timeouts::SERVING).unwrap();
-    let app = TestApp::with_config(small, ServeConfig { workspace_writes: 2, ..config() }).await;
+    let app = with_a_pool_of(&pool, 4, 2).await;
     let (flooder, flooded) = app.owner("flooder").await;
     svc_core::admin::plan_set(&app.pool, &flooded, "pro", &[]).await.unwrap();
     let (reader, reader_ws) = app.owner("reader").await;
@@ -175,13 +182,7 @@ async fn settled_waiters(pool: &PgPool, pattern: &str, expected: i64) -> i64 {
 /// row.
 #[sqlx::test(migrations = "../migrations")]
 async fn adds_take_one_place_at_the_gate_and_creates_two(pool: PgPool) {
-    let url = {
-        let o = pool.connect_options();
-        format!("postgres://{}@{}:{}/{}", o.get_username(), o.get_host(), o.get_port(), o.get_database().unwrap())
-    };
-    let small = svc_core::runtime::connect(&url, "svc-api-test", 8, svc_core::runtime::Timeouts::SERVING).unwrap();
-    let database = DatabaseArgs { database_max_connections: 8, ..config().database };
-    let app = TestApp::with_config(small, ServeConfig { workspace_writes: 4, database, ..config() }).await;
+    let app = with_a_pool_of(&pool, 8, 4).await;
     let (owner, ws) = app.owner("importer").await;
     svc_core::admin::plan_set(&app.pool, &ws, "pro", &[]).await.unwrap();
     let agent = app.agent(&owner, &ws, "Helper").await;
