@@ -125,9 +125,10 @@ pub struct ServeConfig {
     /// waits for its Workspace's turn before 503 with `Retry-After`.
     #[arg(long, env = "SVC_WORKSPACE_TURN_WAIT_SECS", default_value_t = DEFAULT_WORKSPACE_TURN_WAIT_SECS)]
     pub workspace_turn_wait_secs: u64,
-    /// Limit-consuming writes of one Workspace that run at once in this process
-    /// (each holds a pooled connection); at most half of
-    /// `SVC_DATABASE_MAX_CONNECTIONS` is used, so one tenant cannot take the pool.
+    /// Places at a Workspace's gate in this process: a source's add takes one,
+    /// any other limit-consuming write two, and each write inside holds a pooled
+    /// connection; at most half of `SVC_DATABASE_MAX_CONNECTIONS` is used, so
+    /// one Workspace cannot take the pool.
     #[arg(long, env = "SVC_WORKSPACE_WRITES", default_value_t = DEFAULT_WORKSPACE_WRITES)]
     pub workspace_writes: usize,
     /// Sources still being processed whose `knowledge_source.wait` answer this

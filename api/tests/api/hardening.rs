@@ -123,8 +123,7 @@ async fn one_tenants_flood_does_not_stall_another(pool: PgPool) {
             .spawn(async move { app.op("agents/create", &token, Some(&ws), json!({ "name": format!("A{i}") })).await });
     }
     // Wait (bounded) until the flood is queued on the lock.
-    let waiting =
-        "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%workspace_usage%'";
+    let waiting = "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%workspace_usage%'";
     for _ in 0..300 {
         if sqlx::query_scalar::<_, i64>(waiting).fetch_one(&pool).await.unwrap() > 0 {
             break;
@@ -158,7 +157,7 @@ async fn one_tenants_flood_does_not_stall_another(pool: PgPool) {
 /// read again a moment later, so one too many would show.
 async fn settled_waiters(pool: &PgPool, pattern: &str, expected: i64) -> i64 {
     let count = async || -> i64 {
-        sqlx::query_scalar("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE $1")
+        sqlx::query_scalar("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE $1")
             .bind(pattern)
             .fetch_one(pool)
             .await

@@ -27,6 +27,8 @@ pub fn config() -> ServeConfig {
     ServeConfig {
         database: DatabaseArgs {
             database_url: SecretString::from("postgres://unused"),
+            // As deployed: the gate gets its default places. (The pool the
+            // tests pass in is sqlx's test pool, of 5 connections.)
             database_max_connections: svc_api::config::DEFAULT_MAX_CONNECTIONS,
             ..DatabaseArgs::default()
         },
@@ -260,7 +262,7 @@ fn assert_request_id(response: &TestResponse, body: &Value) {
 pub async fn waits_on_a_lock(pool: &PgPool, pattern: &str) -> bool {
     for _ in 0..500 {
         let waiting: i64 = sqlx::query_scalar(
-            "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE $1",
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE $1",
         )
         .bind(pattern)
         .fetch_one(pool)

@@ -12,8 +12,9 @@
 //! A write takes one or more of the places: one whose reservation queues on
 //! the usage row in PostgreSQL anyway (Agents, API keys) takes more, so fewer
 //! of them hold connections only to wait there; one counted on the usage
-//! shards (a source's add), where writers do not wait for each other, takes
-//! one.
+//! shards (a source's add), where writers mostly do not wait for each other,
+//! takes one. The bound is per Workspace: several Workspaces flooding at once
+//! share the pool between them.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -40,8 +41,8 @@ pub struct Turn<'a> {
 }
 
 impl Gates {
-    /// Gates that let `permits` callers per Workspace in at once (at least
-    /// one), the others waiting at most `wait` for their turn.
+    /// Gates of `permits` places per Workspace (at least one), callers waiting
+    /// at most `wait` for the places they ask for.
     pub fn new(wait: Duration, permits: usize) -> Self {
         Self { open: Mutex::new(HashMap::new()), wait, permits: permits.max(1) }
     }

@@ -95,6 +95,9 @@ pub(crate) enum Lock {
     Limited,
     /// As `Limited`, but all it grows is counted on the usage shards, where
     /// writes of one Workspace do not wait for each other: it takes one place.
+    /// (Now and then it takes the usage row too, when the shards' room has to
+    /// be shared out again: a Workspace's first add, after a limit change,
+    /// near a limit; see `store::usage::shards`.)
     Sharded,
 }
 
