@@ -261,6 +261,7 @@ impl ServeConfig {
         let mut core = CoreConfig::new(self.public_base_url(), oidc);
         core.gate_wait = Duration::from_secs(self.workspace_turn_wait_secs);
         core.workspace_writes = self.workspace_writes();
+        core.gated_writes = self.gated_writes();
         core.wait_cache_entries = self.wait_cache_entries;
         core.wait_cache_max_age = Duration::from_millis(self.wait_cache_max_age_ms);
         core.caller_cache_entries = self.caller_cache_entries;
@@ -273,6 +274,14 @@ impl ServeConfig {
     pub fn workspace_writes(&self) -> usize {
         let half = usize::try_from(self.database.database_max_connections / 2).unwrap_or(usize::MAX);
         self.workspace_writes.min(half.max(1))
+    }
+
+    /// Limit-consuming writes of all Workspaces at once: three quarters of the
+    /// pool, so however many Workspaces flood at once, a quarter stays for
+    /// reads and the other writes.
+    pub fn gated_writes(&self) -> usize {
+        let pool = usize::try_from(self.database.database_max_connections).unwrap_or(usize::MAX);
+        (pool - pool / 4).max(1)
     }
 
     /// The model answers come from, if one is configured.
@@ -383,7 +392,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_workspace_never_gets_more_than_half_the_pool() {
+    fn gated_writes_leave_room_in_the_pool() {
         let with = |writes, pool| ServeConfig {
             workspace_writes: writes,
             database: DatabaseArgs { database_max_connections: pool, ..DatabaseArgs::default() },
@@ -394,5 +403,9 @@ mod tests {
         assert_eq!(with(8, 10).workspace_writes(), 5);
         assert_eq!(with(2, 4).workspace_writes(), 2);
         assert_eq!(with(3, 1).workspace_writes(), 1);
+        assert_eq!(with(8, 16).gated_writes(), 12);
+        assert_eq!(with(8, 16).core_with(None).gated_writes, 12);
+        assert_eq!(with(2, 4).gated_writes(), 3);
+        assert_eq!(with(1, 1).gated_writes(), 1);
     }
 }

@@ -32,8 +32,10 @@ pub struct CoreConfig {
     pub oidc: Option<OidcConfig>,
     /// Longest wait of a limit-consuming write for its Workspace's turn.
     pub gate_wait: Duration,
-    /// Limit-consuming writes of one Workspace that run at once in a process.
+    /// Places at one Workspace's gate in a process (see `gates`).
     pub workspace_writes: usize,
+    /// Limit-consuming writes of all Workspaces that run at once in a process.
+    pub gated_writes: usize,
     /// How many `knowledge_source.wait` answers the process keeps (0: none).
     pub wait_cache_entries: usize,
     /// The longest a kept answer is used (see `knowledge::waits`).
@@ -55,6 +57,7 @@ impl CoreConfig {
             oidc,
             gate_wait: Duration::from_secs(10),
             workspace_writes: 8,
+            gated_writes: 12,
             wait_cache_entries: 0,
             wait_cache_max_age: Duration::from_secs(1),
             caller_cache_entries: 0,

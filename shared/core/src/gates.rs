@@ -13,8 +13,9 @@
 //! the usage row in PostgreSQL anyway (Agents, API keys) takes more, so fewer
 //! of them hold connections only to wait there; one counted on the usage
 //! shards (a source's add), where writers mostly do not wait for each other,
-//! takes one. The bound is per Workspace: several Workspaces flooding at once
-//! share the pool between them.
+//! takes one. Besides, all Workspaces' gated writes together hold at most
+//! `total` connections, so however many Workspaces flood at once, the rest of
+//! the pool stays for reads and ungated writes.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -29,6 +30,8 @@ type Gate = Arc<tokio::sync::Semaphore>;
 
 pub struct Gates {
     open: Mutex<HashMap<WorkspaceId, Gate>>,
+    /// One place per gated write in the process, whatever its Workspace.
+    all: Gate,
     wait: Duration,
     permits: usize,
 }
@@ -38,13 +41,16 @@ pub struct Turn<'a> {
     gates: &'a Gates,
     workspace: WorkspaceId,
     guard: Option<OwnedSemaphorePermit>,
+    overall: Option<OwnedSemaphorePermit>,
 }
 
 impl Gates {
-    /// Gates of `permits` places per Workspace (at least one), callers waiting
-    /// at most `wait` for the places they ask for.
-    pub fn new(wait: Duration, permits: usize) -> Self {
-        Self { open: Mutex::new(HashMap::new()), wait, permits: permits.max(1) }
+    /// Gates of `permits` places per Workspace (at least one), and `total`
+    /// writes inside at once in all (at least one), callers waiting at most
+    /// `wait` for the places they ask for.
+    pub fn new(wait: Duration, permits: usize, total: usize) -> Self {
+        let all = Arc::new(tokio::sync::Semaphore::new(total.max(1)));
+        Self { open: Mutex::new(HashMap::new()), all, wait, permits: permits.max(1) }
     }
 
     /// Waits for `places` of `workspace`'s places (at least one, at most all):
@@ -60,14 +66,17 @@ impl Gates {
                 return Err(Problem::internal());
             }
         };
-        let mut turn = Turn { gates: self, workspace, guard: None };
-        match tokio::time::timeout(self.wait, gate.acquire_many_owned(places)).await {
-            // The semaphore is never closed.
+        let mut turn = Turn { gates: self, workspace, guard: None, overall: None };
+        // The Workspace's places first, then one of the process's.
+        let both = async {
+            turn.guard = Some(gate.acquire_many_owned(places).await?);
+            turn.overall = Some(self.all.clone().acquire_owned().await?);
+            Ok::<_, tokio::sync::AcquireError>(())
+        };
+        match tokio::time::timeout(self.wait, both).await {
+            // The semaphores are never closed.
             Ok(Err(_)) => Err(Problem::internal()),
-            Ok(Ok(guard)) => {
-                turn.guard = Some(guard);
-                Ok(turn)
-            }
+            Ok(Ok(())) => Ok(turn),
             Err(_) => {
                 tracing::warn!(%workspace, wait = ?self.wait, "busy: no turn at the Workspace's gate in time");
                 Err(Problem::busy())
@@ -84,6 +93,7 @@ impl Gates {
 impl Drop for Turn<'_> {
     fn drop(&mut self) {
         self.guard = None;
+        self.overall = None;
         // Forget the gate when nobody else holds or waits for it (the map's is
         // the last reference); anyone arriving meanwhile takes the map lock first.
         if let Ok(mut open) = self.gates.open.lock()
@@ -100,7 +110,7 @@ mod tests {
 
     #[tokio::test]
     async fn one_turn_at_a_time_per_workspace_and_bounded_waits() {
-        let gates = Gates::new(Duration::from_millis(50), 1);
+        let gates = Gates::new(Duration::from_millis(50), 1, 10);
         let (a, b) = (WorkspaceId::new(), WorkspaceId::new());
         let first = gates.enter(a, 1).await.unwrap();
         // Another Workspace goes at once; the same one waits, then is refused.
@@ -118,7 +128,7 @@ mod tests {
 
     #[tokio::test]
     async fn waiters_go_in_turn() {
-        let gates = Arc::new(Gates::new(Duration::from_secs(30), 1));
+        let gates = Arc::new(Gates::new(Duration::from_secs(30), 1, 10));
         let ws = WorkspaceId::new();
         let inside = Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let mut tasks = tokio::task::JoinSet::new();
@@ -138,7 +148,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_workspace_lets_its_permits_in_at_once() {
-        let gates = Gates::new(Duration::from_millis(50), 3);
+        let gates = Gates::new(Duration::from_millis(50), 3, 10);
         let ws = WorkspaceId::new();
         let inside: Vec<_> = [gates.enter(ws, 1).await, gates.enter(ws, 1).await, gates.enter(ws, 1).await]
             .into_iter()
@@ -153,7 +163,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_write_taking_two_places_leaves_fewer_for_the_rest() {
-        let gates = Gates::new(Duration::from_millis(50), 4);
+        let gates = Gates::new(Duration::from_millis(50), 4, 10);
         let ws = WorkspaceId::new();
         let pairs = [gates.enter(ws, 2).await.expect("two places"), gates.enter(ws, 2).await.expect("two more")];
         assert!(gates.enter(ws, 1).await.err().expect("no place left").unavailable);
@@ -166,5 +176,18 @@ mod tests {
         let all = gates.enter(ws, 99).await.expect("all four places");
         assert!(gates.enter(ws, 1).await.is_err());
         drop(all);
+    }
+
+    #[tokio::test]
+    async fn all_workspaces_together_hold_at_most_the_total() {
+        let gates = Gates::new(Duration::from_millis(50), 2, 3);
+        let (a, b, c) = (WorkspaceId::new(), WorkspaceId::new(), WorkspaceId::new());
+        let inside = [gates.enter(a, 1).await, gates.enter(a, 1).await, gates.enter(b, 1).await];
+        assert!(inside.iter().all(Result::is_ok), "three of three");
+        let refused = gates.enter(c, 1).await.err().expect("a fourth Workspace's write waits, then is refused");
+        assert!(refused.unavailable);
+        assert_eq!(gates.in_use(), 2, "a refused write leaves no gate behind");
+        drop(inside);
+        let _in = gates.enter(c, 1).await.expect("room again");
     }
 }

@@ -64,7 +64,7 @@ impl Service {
     /// one, jobs wait for the workers' sweeper).
     pub fn new(pool: PgPool, queue: Option<Queue>, config: CoreConfig) -> Result<Self, String> {
         let jwt = config.oidc.as_ref().map(JwtVerifier::new).transpose()?;
-        let gates = Gates::new(config.gate_wait, config.workspace_writes);
+        let gates = Gates::new(config.gate_wait, config.workspace_writes, config.gated_writes);
         let waits = WaitCache::new(config.wait_cache_entries, config.wait_cache_max_age);
         let callers = CallerCache::new(config.caller_cache_entries, config.caller_cache_max_age);
         Ok(Self {
