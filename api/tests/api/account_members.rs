@@ -328,13 +328,7 @@ async fn a_demotion_that_lands_first_holds(pool: PgPool) {
     let fields = [("csrf", csrf.as_str()), ("userId", mia_id.as_str())];
     let removal = adam.post(&path, &fields);
     let demotion = async {
-        let waiting = "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%memberships%'";
-        for _ in 0..500 {
-            if sqlx::query_scalar::<_, i64>(waiting).fetch_one(&app.pool).await.unwrap() > 0 {
-                break;
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-        }
+        crate::helpers::waits_on_a_lock(&app.pool, "%memberships%").await;
         sqlx::query(
             "UPDATE memberships SET role = 'member' WHERE user_id = (SELECT id FROM users WHERE subject = 'adam')",
         )

@@ -9,7 +9,9 @@ use svc_api::config::{DatabaseArgs, ServeConfig};
 use svc_core::ids::UserId;
 use svc_tests::raw::RawConn;
 
-use crate::helpers::{TestApp, TestServer, TestUser, assert_ok, assert_problem, config, waits_on_a_lock};
+use crate::helpers::{
+    TestApp, TestServer, TestUser, assert_ok, assert_problem, config, lock_waiters, lock_waiters_reach, waits_on_a_lock,
+};
 
 async fn user_uuid(app: &TestApp, user: &TestUser) -> uuid::Uuid {
     let data = assert_ok("identity/status", &app.op("identity/status", &user.token, None, json!({})).await);
@@ -123,13 +125,7 @@ async fn one_tenants_flood_does_not_stall_another(pool: PgPool) {
             .spawn(async move { app.op("agents/create", &token, Some(&ws), json!({ "name": format!("A{i}") })).await });
     }
     // Wait (bounded) until the flood is queued on the lock.
-    let waiting = "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%workspace_usage%'";
-    for _ in 0..300 {
-        if sqlx::query_scalar::<_, i64>(waiting).fetch_one(&pool).await.unwrap() > 0 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    waits_on_a_lock(&pool, "%workspace_usage%").await;
     let mut latencies = Vec::new();
     for _ in 0..20 {
         let started = Instant::now();
@@ -137,7 +133,7 @@ async fn one_tenants_flood_does_not_stall_another(pool: PgPool) {
         latencies.push(started.elapsed());
         assert_ok("agents/inspect", &response);
     }
-    let blocked = sqlx::query_scalar::<_, i64>(waiting).fetch_one(&pool).await.unwrap();
+    let blocked = lock_waiters(&pool, "%workspace_usage%").await;
     assert!(blocked <= 2, "{blocked} connections wait on one Workspace's lock");
     lock.rollback().await.unwrap();
     for response in flood.join_all().await {
@@ -156,21 +152,9 @@ async fn one_tenants_flood_does_not_stall_another(pool: PgPool) {
 /// that many stopped growing: polled until `expected` are there (bounded), then
 /// read again a moment later, so one too many would show.
 async fn settled_waiters(pool: &PgPool, pattern: &str, expected: i64) -> i64 {
-    let count = async || -> i64 {
-        sqlx::query_scalar("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE $1")
-            .bind(pattern)
-            .fetch_one(pool)
-            .await
-            .unwrap()
-    };
-    for _ in 0..300 {
-        if count().await >= expected {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    lock_waiters_reach(pool, pattern, expected).await;
     tokio::time::sleep(Duration::from_millis(300)).await;
-    count().await
+    lock_waiters(pool, pattern).await
 }
 
 /// The gate's places (`SVC_WORKSPACE_WRITES`, here 4 of a pool of 8): a

@@ -257,23 +257,34 @@ fn assert_request_id(response: &TestResponse, body: &Value) {
     assert_eq!(response.header("x-request-id"), Some(request_id));
 }
 
-/// Waits (up to about 5 s) until a session waits on a lock in a statement
-/// whose text matches `pattern` (SQL `LIKE`); whether one did.
-pub async fn waits_on_a_lock(pool: &PgPool, pattern: &str) -> bool {
+/// Sessions of the test's database waiting on a lock in a statement whose
+/// text matches `pattern` (SQL `LIKE`).
+pub async fn lock_waiters(pool: &PgPool, pattern: &str) -> i64 {
+    sqlx::query_scalar(
+        "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE $1",
+    )
+    .bind(pattern)
+    .fetch_one(pool)
+    .await
+    .unwrap()
+}
+
+/// Waits (up to about 5 s) until at least `count` [`lock_waiters`] match
+/// `pattern`; whether they did.
+pub async fn lock_waiters_reach(pool: &PgPool, pattern: &str, count: i64) -> bool {
     for _ in 0..500 {
-        let waiting: i64 = sqlx::query_scalar(
-            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE $1",
-        )
-        .bind(pattern)
-        .fetch_one(pool)
-        .await
-        .unwrap();
-        if waiting > 0 {
+        if lock_waiters(pool, pattern).await >= count {
             return true;
         }
         tokio::time::sleep(std::time::Duration::from_millis(10)).await;
     }
     false
+}
+
+/// Waits (up to about 5 s) until a session waits on a lock in a statement
+/// whose text matches `pattern`; whether one did.
+pub async fn waits_on_a_lock(pool: &PgPool, pattern: &str) -> bool {
+    lock_waiters_reach(pool, pattern, 1).await
 }
 
 /// Asserts a failure: status, code, the error body schema, and the request id in
