@@ -13,7 +13,7 @@ use svc_core::knowledge::{Outcome, Processing, process};
 use svc_core::store;
 use svc_core::store::usage::Delta;
 
-use crate::helpers::{Tenant, assert_ok, assert_problem};
+use crate::helpers::{Tenant, assert_ok, assert_problem, waits_on_a_lock};
 use crate::knowledge::{add_input, processing};
 
 fn digest(content: &str) -> String {
@@ -258,6 +258,43 @@ async fn reservations_of_one_workspace_do_not_wait_for_each_other(pool: PgPool) 
     let mut conn = s.app.pool.acquire().await.unwrap();
     let usage = store::usage::get(&mut conn, ws).await.unwrap();
     assert_eq!((usage.knowledge_sources, usage.knowledge_bytes), (3, 300));
+}
+
+/// An add that waits for another's rebalance takes the room that one shared
+/// out instead of rebalancing again: a second rebalance would fold the first
+/// add's usage into the row and hold every shard until its commit, sending
+/// each add that finds no shard free meanwhile to the row in turn (a convoy
+/// seen in `svc-bench adds` near a limit).
+#[sqlx::test(migrations = "../migrations")]
+async fn an_add_that_waited_for_a_rebalance_takes_the_room_it_shared_out(pool: PgPool) {
+    let s = Tenant::new(pool).await;
+    let (ws, limits) = (WorkspaceId::parse(&s.ws).unwrap(), limits(&s).await);
+    let (mut a, mut b) = two_writers(&s).await;
+    // The Workspace's first reservation finds no room: it rebalances, holding
+    // the usage row and every shard until it commits.
+    let mut first = a.begin().await.unwrap();
+    assert!(store::usage::reserve(&mut first, ws, &one_source(), limits).await.unwrap());
+    let second = tokio::spawn(async move {
+        let mut second = b.begin().await.unwrap();
+        let granted = store::usage::reserve(&mut second, ws, &one_source(), limits).await.unwrap();
+        second.commit().await.unwrap();
+        granted
+    });
+    assert!(
+        waits_on_a_lock(&s.app.pool, "%FROM workspace_usage WHERE%FOR UPDATE%").await,
+        "the second add waits for the row"
+    );
+    first.commit().await.unwrap();
+    assert!(second.await.unwrap());
+    let (base, shards): (i64, i64) = sqlx::query_as(
+        "SELECT knowledge_sources, (SELECT sum(sources) FROM workspace_usage_shards WHERE workspace_id = $1)::bigint
+         FROM workspace_usage WHERE workspace_id = $1",
+    )
+    .bind(ws.0)
+    .fetch_one(&s.app.pool)
+    .await
+    .unwrap();
+    assert_eq!((base, shards), (0, 2), "both adds on the shards, no second rebalance folding the first");
 }
 
 /// Room escrowed to a shard another writer holds is waited for, not refused:

@@ -189,6 +189,13 @@ async fn rebalance(conn: &mut PgConnection, workspace: WorkspaceId, wanted: Want
     )
     .fetch_one(&mut *conn)
     .await?;
+    // A wait for the row was a wait for another rebalance, which has shared
+    // out room and let go of the shards it held: that room is taken first.
+    // Rebalancing again would lock every shard until this transaction ends,
+    // and send each add that meanwhile finds no shard free here in turn.
+    if take_room(conn, workspace, wanted).await? {
+        return Ok(Reservation::Granted);
+    }
     // The shards this transaction can lock come from the lock itself (their
     // latest values); the others as last committed, room and all.
     let shards = sqlx::query_as!(
