@@ -42,17 +42,23 @@ pub fn processing(worker: &str) -> Processing {
 }
 
 /// The revision id of a source's pending revision.
-fn pending_of(source: &Value) -> RevisionId {
+pub fn pending_of(source: &Value) -> RevisionId {
     RevisionId::parse(source["pendingRevision"]["id"].as_str().expect("a pending revision")).unwrap()
 }
 
 /// Starts an attempt on `revision` as a worker's first step does, with a lease
 /// that has already run out (so the next job need not wait for it).
 async fn start_attempt(pool: &PgPool, revision: RevisionId) {
-    let mut tx = pool.begin().await.unwrap();
-    svc_core::store::knowledge::lock_source_of(&mut tx, revision).await.unwrap();
-    svc_core::store::knowledge::start_attempt(&mut tx, revision, "gone", 0.0).await.unwrap();
-    tx.commit().await.unwrap();
+    let claim = svc_core::store::knowledge::Claim {
+        owner: "gone",
+        lease_secs: 0.0,
+        deadline_secs: 900.0,
+        max_attempts: 3,
+        wait: true,
+    };
+    let mut conn = pool.acquire().await.unwrap();
+    let claimed = svc_core::store::knowledge::claim(&mut conn, revision, &claim).await.unwrap();
+    assert!(matches!(claimed, Some(svc_core::store::knowledge::Claimed::Started(_))), "{claimed:?}");
 }
 
 type Setup = Tenant;

@@ -6,9 +6,11 @@
 use serde_json::Value;
 use sqlx::PgPool;
 use svc_core::knowledge::{Outcome, process_next};
+use svc_core::store;
+use svc_core::store::knowledge::{Claim, Claimed};
 
 use crate::helpers::{Tenant, TestUser, assert_ok};
-use crate::knowledge::{add_input, processing};
+use crate::knowledge::{add_input, pending_of, processing};
 
 /// A second Workspace ("bob"'s) beside the Tenant's.
 struct Other {
@@ -264,34 +266,34 @@ async fn a_job_takes_the_next_revision_while_another_claims_the_oldest(pool: PgP
 #[sqlx::test(migrations = "../migrations")]
 async fn attempts_of_one_workspace_start_without_waiting_for_each_other(pool: PgPool) {
     let s = Tenant::new(pool).await;
-    add(&s, &s.owner.token, &s.ws, &s.agent, "a0").await;
-    let workspace: uuid::Uuid = sqlx::query_scalar("SELECT workspace_id FROM knowledge_revisions LIMIT 1")
-        .fetch_one(&s.app.pool)
-        .await
-        .unwrap();
-    let workspace = svc_core::ids::WorkspaceId(workspace);
+    let mut revisions = Vec::new();
+    for key in ["a0", "a1", "a2", "a3"] {
+        revisions.push(pending_of(&add(&s, &s.owner.token, &s.ws, &s.agent, key).await));
+    }
     let served_at = || async {
         sqlx::query_scalar::<_, f64>("SELECT extract(epoch FROM served_at)::float8 FROM workspace_turns")
             .fetch_one(&s.app.pool)
             .await
             .unwrap()
     };
+    let claim = Claim { owner: "turns", lease_secs: 30.0, deadline_secs: 900.0, max_attempts: 3, wait: true };
+    let started = |claimed: Option<Claimed>| assert!(matches!(claimed, Some(Claimed::Started(_))), "{claimed:?}");
     // The first attempt ever: the row is made.
     let mut conn = s.app.pool.acquire().await.unwrap();
-    svc_core::store::knowledge::served(&mut conn, workspace).await.unwrap();
+    started(store::knowledge::claim(&mut conn, revisions[0], &claim).await.unwrap());
     let first = served_at().await;
 
     let mut starting = s.app.pool.begin().await.unwrap();
-    svc_core::store::knowledge::served(&mut starting, workspace).await.unwrap();
-    let other = svc_core::store::knowledge::served(&mut conn, workspace);
-    tokio::time::timeout(std::time::Duration::from_secs(30), other)
+    started(store::knowledge::claim(&mut starting, revisions[1], &claim).await.unwrap());
+    let other = store::knowledge::claim(&mut conn, revisions[2], &claim);
+    let other = tokio::time::timeout(std::time::Duration::from_secs(30), other)
         .await
-        .expect("an attempt waited for another one of its Workspace to start")
-        .unwrap();
+        .expect("an attempt waited for another one of its Workspace to start");
+    started(other.unwrap());
     starting.commit().await.unwrap();
     assert!(served_at().await > first, "the Workspace went to the back of the turn");
     // Alone, an attempt moves it back itself.
     let second = served_at().await;
-    svc_core::store::knowledge::served(&mut conn, workspace).await.unwrap();
+    started(store::knowledge::claim(&mut conn, revisions[3], &claim).await.unwrap());
     assert!(served_at().await > second);
 }

@@ -28,7 +28,7 @@ use super::{error_code, passages};
 use crate::entitlements::LimitKey;
 use crate::error::{Error, Result};
 use crate::ids::RevisionId;
-use crate::store::knowledge::{Material, Passages};
+use crate::store::knowledge::{Claimed, Material, Passages, Processed, Promoted};
 use crate::store::usage::Delta;
 use crate::store::{self};
 
@@ -99,7 +99,7 @@ pub async fn process_next(pool: &PgPool, processing: &Processing) -> Result<Outc
                 // Another attempt took it meanwhile: the next in turn.
                 Begin::Skip => continue,
                 Begin::Fail(code) => return fail(pool, revision, code).await,
-                Begin::Attempt => return run(pool, revision, processing, owner).await,
+                Begin::Attempt(material) => return run(pool, revision, processing, owner, material).await,
             }
         }
     }
@@ -116,14 +116,21 @@ pub async fn process(pool: &PgPool, revision: RevisionId, processing: &Processin
     match begin(pool, revision, processing, &owner, Source::Wait).await? {
         Begin::Skip => Ok(Outcome::Skipped),
         Begin::Fail(code) => fail(pool, revision, code).await,
-        Begin::Attempt => run(pool, revision, processing, owner).await,
+        Begin::Attempt(material) => run(pool, revision, processing, owner, material).await,
     }
 }
 
-/// Runs the attempt `owner` started on `revision`, under its lease.
-async fn run(pool: &PgPool, revision: RevisionId, processing: &Processing, owner: String) -> Result<Outcome> {
+/// Runs the attempt `owner` started on `revision`, under its lease, on the
+/// `material` its claim read.
+async fn run(
+    pool: &PgPool,
+    revision: RevisionId,
+    processing: &Processing,
+    owner: String,
+    material: Material,
+) -> Result<Outcome> {
     let lease = Lease::keep(pool.clone(), revision, owner.clone(), processing.lease);
-    let result = attempt_until_done(pool, revision, processing, &owner, &lease).await;
+    let result = attempt_until_done(pool, revision, processing, &owner, &lease, material).await;
     lease.stop().await;
     if let Err(error) = &result {
         // Give the lease up at once so the next job need not wait it out; a
@@ -143,13 +150,15 @@ async fn run(pool: &PgPool, revision: RevisionId, processing: &Processing, owner
 /// Runs the attempt, and again after each transient failure (contention, a
 /// lost connection), backing off, while this attempt still holds its lease and
 /// until the processing deadline: waiting on another holder's lock is not a
-/// failed attempt.
+/// failed attempt. The first try uses the claim's `material`; a later one reads
+/// it again (the Agent's language may have changed meanwhile).
 async fn attempt_until_done(
     pool: &PgPool,
     revision: RevisionId,
     processing: &Processing,
     owner: &str,
     lease: &Lease,
+    material: Material,
 ) -> Result<Outcome> {
     let until = std::time::Instant::now() + processing.deadline;
     let backoff = backon::ExponentialBuilder::default()
@@ -157,7 +166,8 @@ async fn attempt_until_done(
         .with_max_delay(Duration::from_secs(2))
         .with_jitter()
         .without_max_times();
-    (|| attempt(pool, revision, owner))
+    let mut claimed = Some(material);
+    (|| attempt(pool, revision, owner, claimed.take()))
         .retry(backoff)
         .when(|error| crate::error::worth_waiting_for(error) && lease.held() && std::time::Instant::now() < until)
         .notify(|error, delay| {
@@ -168,7 +178,7 @@ async fn attempt_until_done(
 }
 
 enum Begin {
-    Attempt,
+    Attempt(Material),
     Skip,
     Fail(&'static str),
 }
@@ -188,49 +198,40 @@ async fn begin(
     owner: &str,
     source: Source,
 ) -> Result<Begin> {
-    let mut conn = pool.acquire().await?;
-    let mut tx = conn.begin().await?;
-    let deadline = processing.deadline.as_secs_f64();
-    // The source shows its candidate's state: it is locked first.
-    match source {
-        Source::Wait => store::knowledge::lock_source_of(&mut tx, revision).await?,
-        Source::SkipIfHeld => {
-            if !store::knowledge::try_lock_source_of(&mut tx, revision).await? {
-                tx.rollback().await?;
-                return Ok(Begin::Skip);
-            }
-        }
-    }
-    let Some(job) = store::knowledge::lock_job(&mut tx, revision, deadline).await? else {
-        tx.rollback().await?;
-        return Ok(Begin::Skip);
+    let claim = store::knowledge::Claim {
+        owner,
+        lease_secs: processing.lease.as_secs_f64(),
+        deadline_secs: processing.deadline.as_secs_f64(),
+        max_attempts: processing.max_attempts,
+        wait: matches!(source, Source::Wait),
     };
-    let decision = if !job.state.is_unfinished() || job.leased {
-        Begin::Skip
-    } else if job.overdue {
-        Begin::Fail(error_code::PROCESSING_TIMEOUT)
-    } else if job.attempts >= processing.max_attempts {
-        Begin::Fail(error_code::INTERNAL)
-    } else {
-        if !store::knowledge::start_attempt(&mut tx, revision, owner, processing.lease.as_secs_f64()).await? {
+    let mut conn = pool.acquire().await?;
+    Ok(match store::knowledge::claim(&mut conn, revision, &claim).await? {
+        None => Begin::Skip,
+        Some(Claimed::Started(material)) => Begin::Attempt(material),
+        Some(Claimed::NotStarted(job)) if !job.state.is_unfinished() || job.leased => Begin::Skip,
+        Some(Claimed::NotStarted(job)) if job.overdue => Begin::Fail(error_code::PROCESSING_TIMEOUT),
+        Some(Claimed::NotStarted(job)) if job.attempts >= processing.max_attempts => Begin::Fail(error_code::INTERNAL),
+        Some(Claimed::NotStarted(job)) => {
             return Err(Error::internal(format!(
                 "revision {revision} could not start an attempt from {:?}",
                 job.state
             )));
         }
-        // The Workspace goes to the back of the turn.
-        store::knowledge::served(&mut tx, job.workspace).await?;
-        Begin::Attempt
-    };
-    tx.commit().await?;
-    Ok(decision)
+    })
 }
 
-/// One attempt on a revision held under `owner`'s lease.
-async fn attempt(pool: &PgPool, revision: RevisionId, owner: &str) -> Result<Outcome> {
-    let material = {
-        let mut conn = pool.acquire().await?;
-        store::knowledge::material(&mut conn, revision).await?.ok_or_else(|| Error::internal("revision vanished"))?
+/// One attempt on a revision held under `owner`'s lease, on `material` if
+/// given (else read now).
+async fn attempt(pool: &PgPool, revision: RevisionId, owner: &str, material: Option<Material>) -> Result<Outcome> {
+    let material = match material {
+        Some(material) => material,
+        None => {
+            let mut conn = pool.acquire().await?;
+            store::knowledge::material(&mut conn, revision)
+                .await?
+                .ok_or_else(|| Error::internal("revision vanished"))?
+        }
     };
     let Some(content) = material.content.as_deref() else {
         // Its content was dropped: it was failed or replaced meanwhile.
@@ -304,18 +305,25 @@ async fn promote(
         tx.rollback().await?;
         return Ok(Promotion::Empty);
     }
-    let Some(previous) = store::knowledge::active_of(&mut tx, material.source_id).await? else {
-        tx.rollback().await?;
-        return Ok(Promotion::Superseded);
+    let processed = Processed {
+        source: material.source_id,
+        revision,
+        owner,
+        language: material.language,
+        passages: indexed,
+        tokens,
     };
-    if !store::knowledge::promote(&mut tx, material.source_id, revision, previous).await? {
-        tx.rollback().await?;
-        return Ok(Promotion::Superseded);
-    }
-    if !store::knowledge::activate(&mut tx, revision, owner, material.language, indexed, tokens).await? {
-        tx.rollback().await?;
-        return Ok(Promotion::Lost);
-    }
+    let previous = match store::knowledge::promote(&mut tx, &processed).await? {
+        Promoted::Done { previous } => previous,
+        Promoted::Superseded => {
+            tx.rollback().await?;
+            return Ok(Promotion::Superseded);
+        }
+        Promoted::Lost => {
+            tx.rollback().await?;
+            return Ok(Promotion::Lost);
+        }
+    };
     if let Some(previous) = previous {
         let freed = store::knowledge::retire(&mut tx, previous).await?;
         store::usage::adjust(&mut tx, material.workspace_id, &Delta::of(LimitKey::KnowledgeBytes, -freed)).await?;

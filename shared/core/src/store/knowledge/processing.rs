@@ -37,77 +37,126 @@ pub async fn lock_source_of(conn: &mut PgConnection, revision: RevisionId) -> sq
     Ok(())
 }
 
-/// [`lock_source_of`] unless another transaction holds the source: `false`
-/// then (and when the revision is gone), without waiting.
-#[tracing::instrument(level = "debug", skip(conn))]
-pub async fn try_lock_source_of(conn: &mut PgConnection, revision: RevisionId) -> sqlx::Result<bool> {
-    let locked = sqlx::query!(
-        r#"
-        SELECT s.id FROM knowledge_sources s JOIN knowledge_revisions r ON r.source_id = s.id
-        WHERE r.id = $1
-        FOR NO KEY UPDATE OF s SKIP LOCKED
-        "#,
-        revision as RevisionId,
-    )
-    .fetch_optional(conn)
-    .await?;
-    Ok(locked.is_some())
+/// What a claim asks for (see [`claim`]).
+#[derive(Clone, Copy, Debug)]
+pub struct Claim<'a> {
+    /// The attempt's name: its lease is held under it.
+    pub owner: &'a str,
+    pub lease_secs: f64,
+    /// Age past which an unfinished revision is overdue.
+    pub deadline_secs: f64,
+    /// Attempts a revision may have had and still get another.
+    pub max_attempts: i32,
+    /// Wait for a source another transaction holds, rather than skip it.
+    pub wait: bool,
 }
 
-/// Reads and locks a revision a worker was asked to process; the caller holds
-/// its source ([`lock_source_of`]). The lock (NO KEY UPDATE) lets another
-/// attempt's promotion keep the revision's key while it waits for the source:
-/// a FOR UPDATE here would wait on that promotion while holding the source it
-/// waits for.
-#[tracing::instrument(level = "debug", skip(conn))]
-pub async fn lock_job(conn: &mut PgConnection, revision: RevisionId, deadline_secs: f64) -> sqlx::Result<Option<Job>> {
-    sqlx::query_as!(
-        Job,
-        r#"
-        SELECT workspace_id AS "workspace: WorkspaceId", state AS "state: StoredRevisionState", attempts,
-               coalesce(lease_until > now(), false) AS "leased!",
-               imported_at < now() - make_interval(secs => $2) AS "overdue!"
-        FROM knowledge_revisions WHERE id = $1
-        FOR NO KEY UPDATE
-        "#,
-        revision as RevisionId,
-        deadline_secs,
-    )
-    .fetch_optional(conn)
-    .await
+/// What a claim found.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Claimed {
+    /// The attempt started: the revision is `processing` (shown by its
+    /// source), counted and leased, and its Workspace went to the back of the
+    /// turn. What processing reads of it.
+    Started(Material),
+    /// No attempt started: the revision as it is (finished, leased, overdue or
+    /// out of attempts).
+    NotStarted(Job),
 }
 
-/// Starts an attempt on an unfinished revision: `processing` (and so shown by
-/// its source, whose row the caller holds), counted, and leased to `owner` for
-/// `lease_secs`; `false` when the revision is not unfinished.
+/// Starts an attempt on `revision` in one statement (one round trip; its own
+/// transaction unless the connection is in one). Locks its source first (the
+/// store's lock order: the source, then its revisions), without waiting
+/// unless `claim.wait`, so jobs claiming at the same moment spread over the
+/// candidates; then the revision. Starts the attempt only on an unfinished
+/// revision that no live lease holds, neither overdue nor out of attempts.
+/// `None` when the revision is gone or, without `wait`, its source is held.
+///
+/// The source is locked by `job`'s uncorrelated `EXISTS`, which PostgreSQL
+/// evaluates once, before it reads the revision. The revision's lock (NO KEY
+/// UPDATE) lets another attempt's promotion keep the revision's key while it
+/// waits for the source.
+///
+/// The Workspace goes to the back of the turn, unless another attempt of the
+/// same Workspace is starting right now and holds its turn's row: that one
+/// moves it to the back as well, a moment apart, and waiting for it would
+/// make the attempts of one Workspace start one at a time.
 #[tracing::instrument(level = "debug", skip(conn))]
-pub async fn start_attempt(
-    conn: &mut PgConnection,
-    revision: RevisionId,
-    owner: &str,
-    lease_secs: f64,
-) -> sqlx::Result<bool> {
-    sqlx::query_scalar!(
+pub async fn claim(conn: &mut PgConnection, revision: RevisionId, claim: &Claim<'_>) -> sqlx::Result<Option<Claimed>> {
+    let row = sqlx::query!(
         r#"
-        WITH started AS (
-            UPDATE knowledge_revisions
-            SET state = 'processing', attempts = attempts + 1, lease_owner = $2,
+        WITH waited AS (
+            SELECT s.id FROM knowledge_sources s
+            WHERE $6 AND s.id = (SELECT source_id FROM knowledge_revisions WHERE id = $1)
+            FOR NO KEY UPDATE
+        ), unheld AS (
+            SELECT s.id FROM knowledge_sources s
+            WHERE NOT $6 AND s.id = (SELECT source_id FROM knowledge_revisions WHERE id = $1)
+            FOR NO KEY UPDATE SKIP LOCKED
+        ), job AS (
+            SELECT id, workspace_id, state, attempts, coalesce(lease_until > now(), false) AS leased,
+                   imported_at < now() - make_interval(secs => $4) AS overdue
+            FROM knowledge_revisions
+            WHERE id = $1 AND (EXISTS (SELECT 1 FROM waited) OR EXISTS (SELECT 1 FROM unheld))
+            FOR NO KEY UPDATE
+        ), started AS (
+            UPDATE knowledge_revisions r
+            SET state = 'processing', attempts = r.attempts + 1, lease_owner = $2,
                 lease_until = now() + make_interval(secs => $3)
-            WHERE id = $1 AND state IN ('pending', 'processing')
-            RETURNING source_id
+            FROM job
+            WHERE r.id = job.id AND job.state IN ('pending', 'processing') AND NOT job.leased
+              AND NOT job.overdue AND job.attempts < $5
+            RETURNING r.source_id, r.agent_id, r.workspace_id, r.title, r.digest, r.content
         ), shown AS (
             UPDATE knowledge_sources s SET candidate_state = 'processing'
             FROM started WHERE s.id = started.source_id AND s.candidate_revision_id = $1
+        ), turn AS (
+            SELECT t.workspace_id FROM workspace_turns t JOIN started USING (workspace_id)
+            FOR UPDATE OF t SKIP LOCKED
+        ), moved AS (
+            UPDATE workspace_turns t SET served_at = clock_timestamp()
+            FROM turn WHERE t.workspace_id = turn.workspace_id
+        ), first AS (
+            INSERT INTO workspace_turns (workspace_id, served_at)
+            SELECT workspace_id, clock_timestamp() FROM started
+            WHERE NOT EXISTS (SELECT 1 FROM workspace_turns t WHERE t.workspace_id = started.workspace_id)
+            ON CONFLICT (workspace_id) DO NOTHING
         )
-        SELECT count(*) AS "started!" FROM started
+        SELECT job.workspace_id AS "workspace: WorkspaceId", job.state AS "state: StoredRevisionState",
+               job.attempts, job.leased AS "leased!", job.overdue AS "overdue!",
+               started.source_id AS "source_id?: SourceId", started.agent_id AS "agent_id?: AgentId",
+               started.title AS "title?", started.digest AS "digest?", started.content,
+               a.default_language AS "language?: StoredLanguage"
+        FROM job
+        LEFT JOIN started ON true
+        LEFT JOIN agents a ON a.id = started.agent_id
         "#,
         revision as RevisionId,
-        owner,
-        lease_secs,
+        claim.owner,
+        claim.lease_secs,
+        claim.deadline_secs,
+        claim.max_attempts,
+        claim.wait,
     )
-    .fetch_one(conn)
-    .await
-    .map(|started| started == 1)
+    .fetch_optional(conn)
+    .await?;
+    Ok(row.map(|row| match (row.source_id, row.agent_id, row.title, row.digest, row.language) {
+        (Some(source_id), Some(agent_id), Some(title), Some(digest), Some(language)) => Claimed::Started(Material {
+            source_id,
+            agent_id,
+            workspace_id: row.workspace,
+            title,
+            digest,
+            content: row.content,
+            language,
+        }),
+        _ => Claimed::NotStarted(Job {
+            workspace: row.workspace,
+            state: row.state,
+            attempts: row.attempts,
+            leased: row.leased,
+            overdue: row.overdue,
+        }),
+    }))
 }
 
 /// Extends `owner`'s lease; `false` when it no longer holds one.
@@ -189,72 +238,76 @@ pub async fn material(conn: &mut PgConnection, revision: RevisionId) -> sqlx::Re
     .await
 }
 
-/// The source's active revision now (read without a lock).
-#[tracing::instrument(level = "debug", skip(conn))]
-pub async fn active_of(conn: &mut PgConnection, source: SourceId) -> sqlx::Result<Option<Option<RevisionId>>> {
-    sqlx::query_scalar!(
-        r#"SELECT active_revision_id AS "active: RevisionId" FROM knowledge_sources WHERE id = $1 AND deleted_at IS NULL"#,
-        source as SourceId,
-    )
-    .fetch_optional(conn)
-    .await
+/// What [`promote`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Promoted {
+    /// The revision is the source's active one now; `previous` was.
+    Done { previous: Option<RevisionId> },
+    /// The source's candidate is another revision now (or the source is gone).
+    Superseded,
+    /// `owner` no longer holds the revision.
+    Lost,
 }
 
-/// Makes `revision` the source's active revision if it is still the candidate
-/// and `previous` still the active one (compare-and-set); `false` otherwise.
-/// The source shows the candidate's fields as the active revision's.
-#[tracing::instrument(level = "debug", skip(conn))]
-pub async fn promote(
-    conn: &mut PgConnection,
-    source: SourceId,
-    revision: RevisionId,
-    previous: Option<RevisionId>,
-) -> sqlx::Result<bool> {
-    let done = sqlx::query!(
-        r#"
-        UPDATE knowledge_sources
-        SET active_revision_id = $2, active_revision = candidate_revision, active_digest = candidate_digest,
-            active_imported_at = candidate_imported_at, active_bytes = candidate_bytes,
-            candidate_revision_id = NULL, candidate_revision = NULL, candidate_digest = NULL,
-            candidate_state = NULL, candidate_imported_at = NULL, candidate_error_code = NULL, candidate_bytes = NULL
-        WHERE id = $1 AND candidate_revision_id = $2 AND active_revision_id IS NOT DISTINCT FROM $3
-          AND deleted_at IS NULL
-        "#,
-        source as SourceId,
-        revision as RevisionId,
-        previous.map(|p| p.0),
-    )
-    .execute(conn)
-    .await?;
-    Ok(done.rows_affected() == 1)
+/// What a promotion writes of a processed revision.
+#[derive(Clone, Copy, Debug)]
+pub struct Processed<'a> {
+    pub source: SourceId,
+    pub revision: RevisionId,
+    /// The attempt that processed it.
+    pub owner: &'a str,
+    pub language: StoredLanguage,
+    pub passages: i64,
+    pub tokens: i64,
 }
 
-/// Marks a processed revision active with its index sizes, if `worker` still
-/// holds it; `false` otherwise.
+/// Makes the processed revision its source's active revision, in one
+/// statement: if it is still the candidate and the active revision is still
+/// the one this statement read (compare-and-set; the source shows the
+/// candidate's fields as the active revision's), and if its attempt still
+/// holds it (marked active with its index sizes). Anything but `Done` leaves
+/// half of it written: the caller rolls its transaction back.
 #[tracing::instrument(level = "debug", skip(conn))]
-pub async fn activate(
-    conn: &mut PgConnection,
-    revision: RevisionId,
-    worker: &str,
-    language: StoredLanguage,
-    passages: i64,
-    tokens: i64,
-) -> sqlx::Result<bool> {
-    let done = sqlx::query!(
+pub async fn promote(conn: &mut PgConnection, processed: &Processed<'_>) -> sqlx::Result<Promoted> {
+    let row = sqlx::query!(
         r#"
-        UPDATE knowledge_revisions
-        SET state = 'active', language = $3, passages = $4, tokens = $5, lease_owner = NULL, lease_until = NULL
-        WHERE id = $1 AND state = 'processing' AND lease_owner = $2
+        WITH current AS (
+            SELECT active_revision_id FROM knowledge_sources WHERE id = $1 AND deleted_at IS NULL
+        ), promoted AS (
+            UPDATE knowledge_sources s
+            SET active_revision_id = $2, active_revision = candidate_revision, active_digest = candidate_digest,
+                active_imported_at = candidate_imported_at, active_bytes = candidate_bytes,
+                candidate_revision_id = NULL, candidate_revision = NULL, candidate_digest = NULL,
+                candidate_state = NULL, candidate_imported_at = NULL, candidate_error_code = NULL,
+                candidate_bytes = NULL
+            FROM current
+            WHERE s.id = $1 AND s.candidate_revision_id = $2
+              AND s.active_revision_id IS NOT DISTINCT FROM current.active_revision_id AND s.deleted_at IS NULL
+            RETURNING current.active_revision_id AS previous
+        ), activated AS (
+            UPDATE knowledge_revisions
+            SET state = 'active', language = $4, passages = $5, tokens = $6, lease_owner = NULL, lease_until = NULL
+            WHERE id = $2 AND state = 'processing' AND lease_owner = $3
+            RETURNING id
+        )
+        SELECT EXISTS (SELECT 1 FROM promoted) AS "promoted!",
+               (SELECT previous FROM promoted) AS "previous: RevisionId",
+               EXISTS (SELECT 1 FROM activated) AS "activated!"
         "#,
-        revision as RevisionId,
-        worker,
-        language as StoredLanguage,
-        i32::try_from(passages).unwrap_or(i32::MAX),
-        tokens,
+        processed.source as SourceId,
+        processed.revision as RevisionId,
+        processed.owner,
+        processed.language as StoredLanguage,
+        i32::try_from(processed.passages).unwrap_or(i32::MAX),
+        processed.tokens,
     )
-    .execute(conn)
+    .fetch_one(conn)
     .await?;
-    Ok(done.rows_affected() == 1)
+    Ok(match (row.promoted, row.activated) {
+        (false, _) => Promoted::Superseded,
+        (true, false) => Promoted::Lost,
+        (true, true) => Promoted::Done { previous: row.previous },
+    })
 }
 
 /// Unfinished revisions imported longer ago than the deadline.

@@ -36,8 +36,12 @@ pub struct Passages<'a> {
 #[tracing::instrument(level = "debug", skip(conn, passages), fields(revision = %passages.revision, n = passages.bodies.len()))]
 pub async fn index(conn: &mut PgConnection, passages: &Passages<'_>) -> sqlx::Result<(i64, i64)> {
     let config = search_config(passages.language);
-    // A passage written by an attempt that did not finish is gone with its
-    // transaction; these statements run in the promotion's.
+    // One statement: the passages, their term counts (read from the passages
+    // as they go in, not back from the table) and the revision as a fresh
+    // document of the Agent's index (migration 0017: its knowledge_terms rows
+    // are its postings until a merge takes them). A passage written by an
+    // attempt that did not finish is gone with its transaction: this runs in
+    // the promotion's.
     let indexed = sqlx::query!(
         r#"
         WITH input AS (
@@ -45,14 +49,29 @@ pub async fn index(conn: &mut PgConnection, passages: &Passages<'_>) -> sqlx::Re
                    setweight(to_tsvector($5::regconfig, $6), 'A')
                    || to_tsvector($5::regconfig, coalesce(heading || E'\n', '') || body) AS search
             FROM unnest($7::text[], $8::text[], $9::int[]) WITH ORDINALITY AS p(heading, body, tokens)
-        ), inserted AS (
+        ), passages AS (
             INSERT INTO knowledge_passages (revision_id, ordinal, agent_id, source_id, language, heading, body, search, tokens)
             SELECT $1, ordinal, $2, $3, $4, heading, body, search, tokens
             FROM input
-            RETURNING search, tokens
+        ), terms AS (
+            INSERT INTO knowledge_terms (agent_id, language, lexeme, revision_id, passages,
+                                         ordinals, counts, title_counts, lengths)
+            SELECT $2, $4, t.lexeme, $1, count(*)::integer,
+                   array_agg(p.ordinal ORDER BY p.ordinal),
+                   array_agg(cardinality(t.positions)::smallint ORDER BY p.ordinal),
+                   array_agg(cardinality(array_positions(t.weights, 'A'))::smallint ORDER BY p.ordinal),
+                   array_agg(p.tokens ORDER BY p.ordinal)
+            FROM input p, unnest(p.search) AS t
+            GROUP BY t.lexeme
+        ), sizes AS (
+            SELECT count(*) FILTER (WHERE search <> ''::tsvector) AS passages,
+                   coalesce(sum(tokens), 0)::bigint AS tokens
+            FROM input
+        ), document AS (
+            INSERT INTO knowledge_documents (revision_id, source_id, agent_id, language, passages, tokens)
+            SELECT $1, $3, $2, $4, least(passages, 2147483647)::integer, tokens FROM sizes
         )
-        SELECT count(*) FILTER (WHERE search <> ''::tsvector) AS "passages!", coalesce(sum(tokens), 0)::bigint AS "tokens!"
-        FROM inserted
+        SELECT passages AS "passages!", tokens AS "tokens!" FROM sizes
         "#,
         passages.revision as RevisionId,
         passages.agent as AgentId,
@@ -65,37 +84,6 @@ pub async fn index(conn: &mut PgConnection, passages: &Passages<'_>) -> sqlx::Re
         &passages.words,
     )
     .fetch_one(&mut *conn)
-    .await?;
-    sqlx::query!(
-        r#"
-        INSERT INTO knowledge_terms (agent_id, language, lexeme, revision_id, passages,
-                                     ordinals, counts, title_counts, lengths)
-        SELECT $2, $3, t.lexeme, $1, count(*)::integer,
-               array_agg(p.ordinal ORDER BY p.ordinal),
-               array_agg(cardinality(t.positions)::smallint ORDER BY p.ordinal),
-               array_agg(cardinality(array_positions(t.weights, 'A'))::smallint ORDER BY p.ordinal),
-               array_agg(p.tokens ORDER BY p.ordinal)
-        FROM knowledge_passages p, unnest(p.search) AS t
-        WHERE p.revision_id = $1
-        GROUP BY t.lexeme
-        "#,
-        passages.revision as RevisionId,
-        passages.agent as AgentId,
-        passages.language as StoredLanguage,
-    )
-    .execute(&mut *conn)
-    .await?;
-    // The revision is a fresh document of the Agent's index (migration 0017):
-    // its knowledge_terms rows are its postings until a merge takes them.
-    super::insert_document(
-        conn,
-        passages.revision,
-        passages.source,
-        passages.agent,
-        passages.language,
-        indexed.passages,
-        indexed.tokens,
-    )
     .await?;
     Ok((indexed.passages, indexed.tokens))
 }

@@ -4,40 +4,12 @@
 
 use sqlx::PgConnection;
 
-use crate::ids::{AgentId, RevisionId, SourceId};
+use crate::ids::{AgentId, RevisionId};
 use crate::store::types::StoredLanguage;
 
 /// The advisory lock one merge of an Agent's index holds at a time.
 pub fn merge_key(agent: AgentId) -> i64 {
     crate::store::advisory::key(&[b"knowledge-merge", agent.0.as_bytes()])
-}
-
-/// Makes a revision being promoted a fresh document of its Agent's index.
-#[tracing::instrument(level = "debug", skip(conn))]
-pub async fn insert_document(
-    conn: &mut PgConnection,
-    revision: RevisionId,
-    source: SourceId,
-    agent: AgentId,
-    language: StoredLanguage,
-    passages: i64,
-    tokens: i64,
-) -> sqlx::Result<()> {
-    sqlx::query!(
-        r#"
-        INSERT INTO knowledge_documents (revision_id, source_id, agent_id, language, passages, tokens)
-        VALUES ($1, $2, $3, $4, $5, $6)
-        "#,
-        revision as RevisionId,
-        source as SourceId,
-        agent as AgentId,
-        language as StoredLanguage,
-        i32::try_from(passages).unwrap_or(i32::MAX),
-        tokens,
-    )
-    .execute(conn)
-    .await?;
-    Ok(())
 }
 
 /// Masks a retired revision's document: from this transaction's commit on,

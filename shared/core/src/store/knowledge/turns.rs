@@ -4,7 +4,7 @@
 
 use sqlx::PgConnection;
 
-use crate::ids::{RevisionId, WorkspaceId};
+use crate::ids::RevisionId;
 
 /// The next revisions to try, one per Workspace with work nobody holds, in
 /// turn: the Workspace with the fewest attempts running first, then the one
@@ -85,36 +85,6 @@ pub async fn next_in_turn(conn: &mut PgConnection, limit: i64) -> sqlx::Result<V
     )
     .fetch_all(conn)
     .await
-}
-
-/// Notes that an attempt on `workspace`'s work starts now (in the attempt's
-/// transaction): the Workspace goes to the back of the turn.
-///
-/// Unless another attempt of the same Workspace is starting right now and
-/// holds its row: that one moves it to the back as well, a moment apart, and
-/// waiting for it (until its commit) would make the attempts of one
-/// Workspace start one at a time.
-#[tracing::instrument(level = "debug", skip(conn))]
-pub async fn served(conn: &mut PgConnection, workspace: WorkspaceId) -> sqlx::Result<()> {
-    sqlx::query!(
-        r#"
-        WITH held AS (
-            SELECT workspace_id FROM workspace_turns WHERE workspace_id = $1 FOR UPDATE SKIP LOCKED
-        ), moved AS (
-            UPDATE workspace_turns t SET served_at = clock_timestamp()
-            FROM held WHERE t.workspace_id = held.workspace_id
-            RETURNING t.workspace_id
-        )
-        INSERT INTO workspace_turns (workspace_id, served_at)
-        SELECT $1, clock_timestamp()
-        WHERE NOT EXISTS (SELECT 1 FROM workspace_turns WHERE workspace_id = $1)
-        ON CONFLICT (workspace_id) DO NOTHING
-        "#,
-        workspace as WorkspaceId,
-    )
-    .execute(conn)
-    .await?;
-    Ok(())
 }
 
 /// Wakes work that lost its wake-up. A job only wakes a worker, and any job
