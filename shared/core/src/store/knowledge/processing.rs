@@ -76,6 +76,12 @@ pub enum Claimed {
 /// UPDATE) lets another attempt's promotion keep the revision's key while it
 /// waits for the source.
 ///
+/// The statement reads with the snapshot it started with, before any wait
+/// for the source: a claim that waited may miss a turn's row another attempt
+/// of the Workspace made meanwhile (its first), and then leaves the stamp to
+/// that one, a moment apart; the row locks themselves (source, revision) are
+/// taken on the latest versions.
+///
 /// The Workspace goes to the back of the turn, unless another attempt of the
 /// same Workspace is starting right now and holds its turn's row: that one
 /// moves it to the back as well, a moment apart, and waiting for it would
@@ -265,8 +271,10 @@ pub struct Processed<'a> {
 /// statement: if it is still the candidate and the active revision is still
 /// the one this statement read (compare-and-set; the source shows the
 /// candidate's fields as the active revision's), and if its attempt still
-/// holds it (marked active with its index sizes). Anything but `Done` leaves
-/// half of it written: the caller rolls its transaction back.
+/// holds it (marked active with its index sizes). The revision is written
+/// only once the source is (`FROM promoted`): the lock order, the source then
+/// its revisions, follows from the data. `Lost` leaves the source written:
+/// the caller rolls its transaction back.
 #[tracing::instrument(level = "debug", skip(conn))]
 pub async fn promote(conn: &mut PgConnection, processed: &Processed<'_>) -> sqlx::Result<Promoted> {
     let row = sqlx::query!(
@@ -285,10 +293,11 @@ pub async fn promote(conn: &mut PgConnection, processed: &Processed<'_>) -> sqlx
               AND s.active_revision_id IS NOT DISTINCT FROM current.active_revision_id AND s.deleted_at IS NULL
             RETURNING current.active_revision_id AS previous
         ), activated AS (
-            UPDATE knowledge_revisions
+            UPDATE knowledge_revisions r
             SET state = 'active', language = $4, passages = $5, tokens = $6, lease_owner = NULL, lease_until = NULL
-            WHERE id = $2 AND state = 'processing' AND lease_owner = $3
-            RETURNING id
+            FROM promoted
+            WHERE r.id = $2 AND r.state = 'processing' AND r.lease_owner = $3
+            RETURNING r.id
         )
         SELECT EXISTS (SELECT 1 FROM promoted) AS "promoted!",
                (SELECT previous FROM promoted) AS "previous: RevisionId",
