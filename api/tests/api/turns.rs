@@ -127,7 +127,7 @@ async fn the_sweeper_sends_only_the_missing_wake_ups(pool: PgPool) {
         let pool = s.app.pool.clone();
         async move {
             let mut conn = pool.acquire().await.unwrap();
-            svc_core::store::knowledge::take_unawakened(&mut conn, 60.0, queued, 500).await.unwrap().len()
+            store::knowledge::take_unawakened(&mut conn, 60.0, queued, 500).await.unwrap().len()
         }
     };
     assert_eq!(take(0).await, 0, "jobs sent a moment ago may still be on their way");
@@ -185,7 +185,7 @@ async fn a_workspace_with_everything_held_passes_its_turn(pool: PgPool) {
 /// The keys of the revisions offered by the turn order, in order.
 async fn offered(pool: &PgPool, limit: i64) -> Vec<String> {
     let mut conn = pool.acquire().await.unwrap();
-    let ids = svc_core::store::knowledge::next_in_turn(&mut conn, limit).await.unwrap();
+    let ids = store::knowledge::next_in_turn(&mut conn, limit).await.unwrap();
     let mut keys = Vec::new();
     for id in ids {
         let key: String = sqlx::query_scalar(
