@@ -219,7 +219,11 @@ async fn a_killed_worker_loses_nothing(pool: PgPool) {
     let processing = "SELECT count(*) FROM knowledge_revisions WHERE state = 'processing'";
     // Freeze the worker (SIGSTOP) the moment it holds work, and look again while
     // it cannot move: between two jobs it holds nothing, and a kill landing
-    // there would test nothing. Then SIGKILL it, frozen.
+    // there would test nothing. A statement it sent before it froze (a
+    // promotion's COMMIT) still runs: the look waits until none of its
+    // sessions is running one. Then SIGKILL it, frozen.
+    let running = "SELECT count(*) FROM pg_stat_activity
+                   WHERE application_name = 'svc-worker' AND datname = current_database() AND state = 'active'";
     for _ in 0..50 {
         for _ in 0..500 {
             if sqlx::query_scalar::<_, i64>(processing).fetch_one(&pool).await.unwrap() > 0 {
@@ -228,6 +232,12 @@ async fn a_killed_worker_loses_nothing(pool: PgPool) {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
         first.process.signal("STOP").await;
+        for _ in 0..500 {
+            if sqlx::query_scalar::<_, i64>(running).fetch_one(&pool).await.unwrap() == 0 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
         if sqlx::query_scalar::<_, i64>(processing).fetch_one(&pool).await.unwrap() > 0 {
             break;
         }
