@@ -28,7 +28,7 @@ use super::{error_code, passages};
 use crate::entitlements::LimitKey;
 use crate::error::{Error, Result};
 use crate::ids::RevisionId;
-use crate::store::knowledge::{Claimed, Material, Passages, Processed, Promoted};
+use crate::store::knowledge::{Claimed, Material, Passages, Processed, Promoted, Refusal};
 use crate::store::usage::Delta;
 use crate::store::{self};
 
@@ -209,15 +209,9 @@ async fn begin(
     Ok(match store::knowledge::claim(&mut conn, revision, &claim).await? {
         None => Begin::Skip,
         Some(Claimed::Started(material)) => Begin::Attempt(material),
-        Some(Claimed::NotStarted(job)) if !job.state.is_unfinished() || job.leased => Begin::Skip,
-        Some(Claimed::NotStarted(job)) if job.overdue => Begin::Fail(error_code::PROCESSING_TIMEOUT),
-        Some(Claimed::NotStarted(job)) if job.attempts >= processing.max_attempts => Begin::Fail(error_code::INTERNAL),
-        Some(Claimed::NotStarted(job)) => {
-            return Err(Error::internal(format!(
-                "revision {revision} could not start an attempt from {:?}",
-                job.state
-            )));
-        }
+        Some(Claimed::NotStarted(Refusal::Held)) => Begin::Skip,
+        Some(Claimed::NotStarted(Refusal::Overdue)) => Begin::Fail(error_code::PROCESSING_TIMEOUT),
+        Some(Claimed::NotStarted(Refusal::OutOfAttempts)) => Begin::Fail(error_code::INTERNAL),
     })
 }
 

@@ -4,19 +4,20 @@
 use sqlx::PgConnection;
 
 use crate::ids::{AgentId, RevisionId, SourceId, WorkspaceId};
-use crate::store::types::{StoredLanguage, StoredRevisionState};
+use crate::store::types::StoredLanguage;
 
-/// A revision as a worker finds it, locked.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Job {
-    pub workspace: WorkspaceId,
-    pub state: StoredRevisionState,
-    pub attempts: i32,
-    /// An attempt holds a lease that has not run out: another process's, or
-    /// another job slot's of this one (a duplicate job), whoever's name it bears.
-    pub leased: bool,
+/// Why a claim started no attempt on a revision it found. The claim's SQL
+/// decides, in this order, and starts an attempt only when none applies.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Refusal {
+    /// It is finished, or an attempt holds a lease that has not run out:
+    /// another process's, or another job slot's of this one (a duplicate
+    /// job), whoever's name it bears.
+    Held,
     /// It was imported longer ago than the processing deadline.
-    pub overdue: bool,
+    Overdue,
+    /// It has had every attempt it may have.
+    OutOfAttempts,
 }
 
 /// Locks the source of a revision (live or not) until the transaction ends,
@@ -58,9 +59,8 @@ pub enum Claimed {
     /// source), counted and leased, and its Workspace went to the back of the
     /// turn. What processing reads of it.
     Started(Material),
-    /// No attempt started: the revision as it is (finished, leased, overdue or
-    /// out of attempts).
-    NotStarted(Job),
+    /// No attempt started, and why.
+    NotStarted(Refusal),
 }
 
 /// Starts an attempt on `revision` in one statement (one round trip; its own
@@ -99,8 +99,12 @@ pub async fn claim(conn: &mut PgConnection, revision: RevisionId, claim: &Claim<
             WHERE NOT $6 AND s.id = (SELECT source_id FROM knowledge_revisions WHERE id = $1)
             FOR NO KEY UPDATE SKIP LOCKED
         ), job AS (
-            SELECT id, workspace_id, state, attempts, coalesce(lease_until > now(), false) AS leased,
-                   imported_at < now() - make_interval(secs => $4) AS overdue
+            SELECT id, workspace_id,
+                   CASE WHEN state NOT IN ('pending', 'processing') OR coalesce(lease_until > now(), false)
+                          THEN 'held'
+                        WHEN imported_at < now() - make_interval(secs => $4) THEN 'overdue'
+                        WHEN attempts >= $5 THEN 'out_of_attempts'
+                   END AS refusal
             FROM knowledge_revisions
             WHERE id = $1 AND (EXISTS (SELECT 1 FROM waited) OR EXISTS (SELECT 1 FROM unheld))
             FOR NO KEY UPDATE
@@ -109,8 +113,7 @@ pub async fn claim(conn: &mut PgConnection, revision: RevisionId, claim: &Claim<
             SET state = 'processing', attempts = r.attempts + 1, lease_owner = $2,
                 lease_until = now() + make_interval(secs => $3)
             FROM job
-            WHERE r.id = job.id AND job.state IN ('pending', 'processing') AND NOT job.leased
-              AND NOT job.overdue AND job.attempts < $5
+            WHERE r.id = job.id AND job.refusal IS NULL
             RETURNING r.source_id, r.agent_id, r.workspace_id, r.title, r.digest, r.content
         ), shown AS (
             UPDATE knowledge_sources s SET candidate_state = 'processing'
@@ -127,8 +130,7 @@ pub async fn claim(conn: &mut PgConnection, revision: RevisionId, claim: &Claim<
             WHERE NOT EXISTS (SELECT 1 FROM workspace_turns t WHERE t.workspace_id = started.workspace_id)
             ON CONFLICT (workspace_id) DO NOTHING
         )
-        SELECT job.workspace_id AS "workspace: WorkspaceId", job.state AS "state: StoredRevisionState",
-               job.attempts, job.leased AS "leased!", job.overdue AS "overdue!",
+        SELECT job.workspace_id AS "workspace: WorkspaceId", job.refusal,
                started.source_id AS "source_id?: SourceId", started.agent_id AS "agent_id?: AgentId",
                started.title AS "title?", started.digest AS "digest?", started.content,
                a.default_language AS "language?: StoredLanguage"
@@ -145,8 +147,11 @@ pub async fn claim(conn: &mut PgConnection, revision: RevisionId, claim: &Claim<
     )
     .fetch_optional(conn)
     .await?;
-    Ok(row.map(|row| match (row.source_id, row.agent_id, row.title, row.digest, row.language) {
-        (Some(source_id), Some(agent_id), Some(title), Some(digest), Some(language)) => Claimed::Started(Material {
+    let Some(row) = row else { return Ok(None) };
+    if let (Some(source_id), Some(agent_id), Some(title), Some(digest), Some(language)) =
+        (row.source_id, row.agent_id, row.title, row.digest, row.language)
+    {
+        return Ok(Some(Claimed::Started(Material {
             source_id,
             agent_id,
             workspace_id: row.workspace,
@@ -154,15 +159,18 @@ pub async fn claim(conn: &mut PgConnection, revision: RevisionId, claim: &Claim<
             digest,
             content: row.content,
             language,
-        }),
-        _ => Claimed::NotStarted(Job {
-            workspace: row.workspace,
-            state: row.state,
-            attempts: row.attempts,
-            leased: row.leased,
-            overdue: row.overdue,
-        }),
-    }))
+        })));
+    }
+    let refusal = match row.refusal.as_deref() {
+        Some("held") => Refusal::Held,
+        Some("overdue") => Refusal::Overdue,
+        Some("out_of_attempts") => Refusal::OutOfAttempts,
+        other => {
+            let unknown = format!("revision {revision}: no attempt started, refusal {other:?}");
+            return Err(sqlx::Error::Decode(unknown.into()));
+        }
+    };
+    Ok(Some(Claimed::NotStarted(refusal)))
 }
 
 /// Extends `owner`'s lease; `false` when it no longer holds one.
