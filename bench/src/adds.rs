@@ -78,6 +78,8 @@ struct Rates {
     first: f64,
     last: f64,
     overall: f64,
+    /// Sources active when the last add returned, per second since the first.
+    processed: f64,
 }
 
 pub async fn run(args: Vec<String>) -> anyhow::Result<()> {
@@ -101,8 +103,8 @@ pub async fn run(args: Vec<String>) -> anyhow::Result<()> {
                 let label = bins.display().to_string();
                 let mode = if analyze { "by hand after each tenth" } else { "none by hand" };
                 eprintln!(
-                    "round {round}, {label}, ANALYZE {mode}: {:.0} → {:.0} adds/s ({:.0} overall)",
-                    rates.first, rates.last, rates.overall
+                    "round {round}, {label}, ANALYZE {mode}: {:.0} → {:.0} adds/s ({:.0} overall), {:.0} processed/s",
+                    rates.first, rates.last, rates.overall, rates.processed
                 );
                 match results.iter_mut().find(|(l, m, _)| *l == label && *m == mode) {
                     Some((_, _, all)) => all.push(rates),
@@ -111,8 +113,8 @@ pub async fn run(args: Vec<String>) -> anyhow::Result<()> {
             }
         }
     }
-    println!("\n| build | ANALYZE | adds/s, first 10% | adds/s, last 10% | adds/s, all |");
-    println!("| --- | --- | ---: | ---: | ---: |");
+    println!("\n| build | ANALYZE | adds/s, first 10% | adds/s, last 10% | adds/s, all | processed/s meanwhile |");
+    println!("| --- | --- | ---: | ---: | ---: | ---: |");
     for (label, mode, all) in results {
         let median = |f: fn(&Rates) -> f64| {
             let mut v: Vec<f64> = all.iter().map(f).collect();
@@ -120,10 +122,11 @@ pub async fn run(args: Vec<String>) -> anyhow::Result<()> {
             v[v.len() / 2]
         };
         println!(
-            "| {label} | {mode} | {:.0} | {:.0} | {:.0} |",
+            "| {label} | {mode} | {:.0} | {:.0} | {:.0} | {:.0} |",
             median(|r| r.first),
             median(|r| r.last),
-            median(|r| r.overall)
+            median(|r| r.overall),
+            median(|r| r.processed)
         );
     }
     Ok(())
@@ -210,6 +213,7 @@ async fn import(
     // Each tenth: its adds and its seconds (an ANALYZE between tenths is not counted).
     let mut stages: Vec<(usize, Duration)> = Vec::new();
     let mut stage_end = 0;
+    let began = Instant::now();
     while stage_end < documents.len() {
         let begin = stage_end;
         stage_end = (stage_end + tenth).min(documents.len());
@@ -257,7 +261,14 @@ async fn import(
     }
     let rate = |(adds, took): (usize, Duration)| adds as f64 / took.as_secs_f64().max(1e-9);
     let all = stages.iter().fold((0, Duration::ZERO), |(n, t), (adds, took)| (n + adds, t + *took));
-    let rates = Rates { first: rate(stages[0]), last: rate(stages[stages.len() - 1]), overall: rate(all) };
+    let active: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM knowledge_revisions WHERE state = 'active'").fetch_one(&pool).await?;
+    let rates = Rates {
+        first: rate(stages[0]),
+        last: rate(stages[stages.len() - 1]),
+        overall: rate(all),
+        processed: rate((usize::try_from(active)?, began.elapsed())),
+    };
 
     for mut worker in workers {
         worker.terminate().await;

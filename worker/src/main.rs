@@ -95,6 +95,7 @@ async fn run(config: Config) -> anyhow::Result<()> {
             lease: Config::secs(config.lease_secs),
             max_attempts: config.max_attempts.max(1),
             deadline: Config::secs(config.processing_deadline_secs),
+            choosing: Default::default(),
         },
         metrics,
     });

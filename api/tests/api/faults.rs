@@ -193,6 +193,7 @@ fn processing(max_attempts: i32) -> Processing {
         lease: Duration::from_secs(3),
         max_attempts,
         deadline: Duration::from_secs(900),
+        choosing: Default::default(),
     }
 }
 

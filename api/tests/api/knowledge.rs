@@ -38,6 +38,7 @@ pub fn processing(worker: &str) -> Processing {
         lease: Duration::from_secs(30),
         max_attempts: 3,
         deadline: Duration::from_secs(900),
+        choosing: Default::default(),
     }
 }
 

@@ -260,6 +260,33 @@ async fn a_job_takes_the_next_revision_while_another_claims_the_oldest(pool: PgP
     assert_eq!(run_jobs(&s.app.pool, 1).await, ["a0"]);
 }
 
+/// Jobs of one process choosing at the same moment try different revisions
+/// first: a job that joins another one choosing starts at the second
+/// revision offered, not at the first, which the other is about to claim.
+#[sqlx::test(migrations = "../migrations")]
+async fn jobs_choosing_together_start_at_different_revisions(pool: PgPool) {
+    let s = Tenant::new(pool).await;
+    for key in ["a0", "a1", "a2"] {
+        add(&s, &s.owner.token, &s.ws, &s.agent, key).await;
+    }
+    let active = || async {
+        sqlx::query_scalar::<_, String>(
+            "SELECT key FROM knowledge_sources WHERE active_revision_id IS NOT NULL ORDER BY key",
+        )
+        .fetch_all(&s.app.pool)
+        .await
+        .unwrap()
+    };
+    let processing = processing("turns");
+    let other = processing.choosing.join();
+    assert_eq!(process_next(&s.app.pool, &processing).await.unwrap(), Outcome::Promoted);
+    assert_eq!(active().await, ["a1"]);
+    drop(other);
+    // The same process's next job, choosing alone, starts at the first in turn.
+    assert_eq!(process_next(&s.app.pool, &processing).await.unwrap(), Outcome::Promoted);
+    assert_eq!(active().await, ["a0", "a1"]);
+}
+
 /// An attempt starting while another attempt of the same Workspace is
 /// starting (holding its turn's row) does not wait for it to commit: both
 /// move the Workspace to the back of the turn.

@@ -16,7 +16,7 @@
 //!   candidate always wins, and nothing is promoted twice.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use backon::Retryable;
@@ -43,6 +43,45 @@ pub struct Processing {
     pub max_attempts: i32,
     /// Age at which an unfinished revision fails `processing_timeout`.
     pub deadline: Duration,
+    /// This process's jobs choosing a revision right now (shared by clones).
+    pub choosing: Choosing,
+}
+
+/// How many of a process's jobs are choosing a revision at this moment: a
+/// job that joined `n` others starts at the turn's `n`-th candidate (fewer
+/// if some have left since), so jobs choosing together mostly try different
+/// revisions first instead of all trying the first and then the next (about
+/// two claims per attempt started with four job slots). A job choosing alone
+/// starts at the first, in turn.
+#[derive(Clone, Debug, Default)]
+pub struct Choosing(Arc<AtomicUsize>);
+
+impl Choosing {
+    /// Counts a job in until the returned place is dropped.
+    pub fn join(&self) -> Chooser<'_> {
+        let others = self.0.fetch_add(1, Ordering::Relaxed);
+        Chooser { choosing: self, others }
+    }
+}
+
+/// One job's place among those choosing; leaves when dropped.
+pub struct Chooser<'a> {
+    choosing: &'a Choosing,
+    others: usize,
+}
+
+impl Chooser<'_> {
+    /// Where this job starts among the candidates: the others it joined,
+    /// but no more than the others still choosing.
+    fn place(&self) -> usize {
+        self.others.min(self.choosing.0.load(Ordering::Relaxed).saturating_sub(1))
+    }
+}
+
+impl Drop for Chooser<'_> {
+    fn drop(&mut self) {
+        self.choosing.0.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 impl Processing {
@@ -75,19 +114,42 @@ const CANDIDATES: i64 = 4;
 /// so the loop ends well before; the bound only guards against the unforeseen.
 const MAX_LOOKS: usize = 64;
 
-/// Processes the revision next in turn once (see the module documentation):
+/// Processes a revision next in turn once (see the module documentation):
 /// the Workspace with the fewest attempts running, then the one served longest
-/// ago, and within it the oldest revision nobody holds. `Skipped` when nothing
-/// is left that nobody holds.
+/// ago, and within it the oldest revision nobody holds; a job choosing beside
+/// others of its process starts further down that order ([`Choosing`]).
+/// `Skipped` when nothing is left that nobody holds.
 pub async fn process_next(pool: &PgPool, processing: &Processing) -> Result<Outcome> {
+    match choose(pool, processing).await? {
+        None => Ok(Outcome::Skipped),
+        Some(Chosen::Fail(revision, code)) => fail(pool, revision, code).await,
+        Some(Chosen::Attempt(revision, owner, material)) => run(pool, revision, processing, owner, material).await,
+    }
+}
+
+/// What [`choose`] found next in turn.
+enum Chosen {
+    /// An attempt named `owner` started on the revision.
+    Attempt(RevisionId, String, Material),
+    /// The revision must fail with this error code.
+    Fail(RevisionId, &'static str),
+}
+
+/// The revision next in turn, once an attempt started on it or it must fail;
+/// `None` when nothing is left that nobody holds. The job leaves the others
+/// choosing before it runs the attempt.
+async fn choose(pool: &PgPool, processing: &Processing) -> Result<Option<Chosen>> {
+    let chooser = processing.choosing.join();
     for _ in 0..MAX_LOOKS {
-        let candidates = {
+        let mut candidates = {
             let mut conn = pool.acquire().await?;
             store::knowledge::next_in_turn(&mut conn, CANDIDATES).await?
         };
         if candidates.is_empty() {
-            return Ok(Outcome::Skipped);
+            return Ok(None);
         }
+        let first = chooser.place() % candidates.len();
+        candidates.rotate_left(first);
         let last = candidates.len() - 1;
         for (i, revision) in candidates.into_iter().enumerate() {
             let owner = processing.attempt_name();
@@ -98,13 +160,13 @@ pub async fn process_next(pool: &PgPool, processing: &Processing) -> Result<Outc
             match begin(pool, revision, processing, &owner, source).await? {
                 // Another attempt took it meanwhile: the next in turn.
                 Begin::Skip => continue,
-                Begin::Fail(code) => return fail(pool, revision, code).await,
-                Begin::Attempt(material) => return run(pool, revision, processing, owner, material).await,
+                Begin::Fail(code) => return Ok(Some(Chosen::Fail(revision, code))),
+                Begin::Attempt(material) => return Ok(Some(Chosen::Attempt(revision, owner, material))),
             }
         }
     }
     tracing::warn!("found only revisions others had taken, {MAX_LOOKS} times over; the sweeper wakes what is left");
-    Ok(Outcome::Skipped)
+    Ok(None)
 }
 
 /// Processes `revision` once (see the module documentation). An `Err` is a
@@ -407,5 +469,25 @@ impl Lease {
 impl Drop for Lease {
     fn drop(&mut self) {
         self.task.abort();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Choosing;
+
+    #[test]
+    fn a_place_follows_the_others_still_choosing() {
+        let choosing = Choosing::default();
+        let first = choosing.join();
+        let second = choosing.join();
+        let third = choosing.join();
+        assert_eq!((first.place(), second.place(), third.place()), (0, 1, 2));
+        drop(first);
+        drop(second);
+        // The two it joined have left: it starts at the first candidate.
+        assert_eq!(third.place(), 0);
+        drop(third);
+        assert_eq!(choosing.join().place(), 0);
     }
 }
