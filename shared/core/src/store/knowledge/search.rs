@@ -39,9 +39,10 @@ pub async fn index(conn: &mut PgConnection, passages: &Passages<'_>) -> sqlx::Re
     // One statement: the passages, their term counts (read from the passages
     // as they go in, not back from the table) and the revision as a fresh
     // document of the Agent's index (migration 0017: its knowledge_terms rows
-    // are its postings until a merge takes them). A passage written by an
-    // attempt that did not finish is gone with its transaction: this runs in
-    // the promotion's.
+    // are its postings until a merge takes them; their reference to the
+    // revision is checked once, by the document's foreign key, migration
+    // 0022). A passage written by an attempt that did not finish is gone with
+    // its transaction: this runs in the promotion's.
     let indexed = sqlx::query!(
         r#"
         WITH input AS (
