@@ -124,6 +124,16 @@ async fn count(pool: &PgPool, sql: &'static str) -> i64 {
     sqlx::query_scalar(sql).fetch_one(pool).await.unwrap()
 }
 
+/// Polls `sql`'s count every 10 ms, for up to 5 s, until `done` holds.
+async fn count_until(pool: &PgPool, sql: &'static str, done: impl Fn(i64) -> bool) {
+    for _ in 0..500 {
+        if done(count(pool, sql).await) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
 /// Every source active exactly once: one active revision each, and an index
 /// whose passages and term counts belong to exactly those revisions.
 async fn assert_promoted_once(pool: &PgPool, sources: usize) {
@@ -225,28 +235,18 @@ async fn a_killed_worker_loses_nothing(pool: PgPool) {
     let running = "SELECT count(*) FROM pg_stat_activity
                    WHERE application_name = 'svc-worker' AND datname = current_database() AND state = 'active'";
     for _ in 0..50 {
-        for _ in 0..500 {
-            if sqlx::query_scalar::<_, i64>(processing).fetch_one(&pool).await.unwrap() > 0 {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
+        count_until(&pool, processing, |n| n > 0).await;
         first.process.signal("STOP").await;
-        for _ in 0..500 {
-            if sqlx::query_scalar::<_, i64>(running).fetch_one(&pool).await.unwrap() == 0 {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-        if sqlx::query_scalar::<_, i64>(processing).fetch_one(&pool).await.unwrap() > 0 {
+        count_until(&pool, running, |n| n == 0).await;
+        if count(&pool, processing).await > 0 {
             break;
         }
         first.process.signal("CONT").await;
     }
     first.kill().await;
     let done = "SELECT count(*) FROM knowledge_revisions WHERE state = 'active'";
-    let at_kill = sqlx::query_scalar::<_, i64>(done).fetch_one(&pool).await.unwrap();
-    let held = sqlx::query_scalar::<_, i64>(processing).fetch_one(&pool).await.unwrap();
+    let at_kill = count(&pool, done).await;
+    let held = count(&pool, processing).await;
     eprintln!("killed with {at_kill} of 20 active and {held} processing");
     assert!(held > 0 && at_kill < 20, "the kill came while work was in flight");
     let restarted = Instant::now();
