@@ -16,8 +16,10 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
+use svc_contract::catalog::CATALOG;
 use svc_contract::{Operation, ProblemCode};
 
+mod kept;
 mod responses;
 pub use responses::surface_of;
 
@@ -26,6 +28,8 @@ pub enum Surface {
     Http,
     Mcp,
 }
+
+const CALL_SURFACES: usize = 2;
 
 impl Surface {
     fn as_str(self) -> &'static str {
@@ -51,6 +55,8 @@ pub struct Metrics {
     registry: Registry,
     calls: Family<CallLabels, Counter>,
     durations: Histograms<OperationLabels>,
+    /// Per surface and operation: its successful calls and its durations.
+    kept: kept::Kept<(Counter, Histogram)>,
     /// Every response, by surface and status class.
     pub responses: responses::Responses,
 }
@@ -63,17 +69,25 @@ impl Default for Metrics {
         let durations: Histograms<OperationLabels> = Family::new_with_constructor(latency_histogram);
         registry.register("svc_operation_duration_seconds", "Time to answer an operation call", durations.clone());
         let responses = responses::Responses::new(&mut registry);
-        Self { registry, calls, durations, responses }
+        let kept = kept::Kept::new(CALL_SURFACES * CATALOG.len());
+        Self { registry, calls, durations, kept, responses }
     }
 }
 
 impl Metrics {
     /// Records one call: `outcome` is `None` for success, else the problem code.
     pub fn record(&self, surface: Surface, operation: &Operation, outcome: Option<ProblemCode>, elapsed: Duration) {
-        let outcome = outcome.map_or("ok", ProblemCode::as_str);
         let labels = [("surface", surface.as_str()), ("operation", operation.id)];
-        self.calls.get_or_create(&[labels[0], labels[1], ("outcome", outcome)]).inc();
-        self.durations.get_or_create(&labels).observe(elapsed.as_secs_f64());
+        let series = self.kept.get(surface as usize * CATALOG.len() + operation.op as usize, || {
+            let ok = self.calls.get_or_create(&[labels[0], labels[1], ("outcome", "ok")]).clone();
+            (ok, self.durations.get_or_create(&labels).clone())
+        });
+        let (ok, duration) = &*series;
+        match outcome {
+            None => ok.inc(),
+            Some(code) => self.calls.get_or_create(&[labels[0], labels[1], ("outcome", code.as_str())]).inc(),
+        };
+        duration.observe(elapsed.as_secs_f64());
     }
 
     /// The exposition: this process's counters and histograms, then the
@@ -136,4 +150,34 @@ pub fn pool_figures(scrape: &mut Scrape, pool: &sqlx::PgPool) {
         "state",
         &[("idle", idle), ("in_use", (size - idle).max(0))],
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use svc_contract::OperationId;
+
+    use super::*;
+
+    #[test]
+    fn kept_series_count_in_the_exposition_beside_failures() {
+        let metrics = Metrics::default();
+        let inspect = OperationId::AgentInspect.operation();
+        let millis = Duration::from_millis;
+        metrics.record(Surface::Http, inspect, None, millis(1));
+        metrics.record(Surface::Http, inspect, Some(ProblemCode::ResourceNotFound), millis(2));
+        metrics.record(Surface::Http, inspect, None, millis(30));
+        metrics.record(Surface::Mcp, inspect, None, millis(1));
+        let text = metrics.render(&Scrape::default());
+        for line in [
+            r#"svc_operation_calls_total{surface="http",operation="agent.inspect",outcome="ok"} 2"#,
+            r#"svc_operation_calls_total{surface="http",operation="agent.inspect",outcome="resource_not_found"} 1"#,
+            r#"svc_operation_calls_total{surface="mcp",operation="agent.inspect",outcome="ok"} 1"#,
+            r#"svc_operation_duration_seconds_count{surface="http",operation="agent.inspect"} 3"#,
+            r#"svc_operation_duration_seconds_bucket{surface="http",operation="agent.inspect",le="0.01"} 2"#,
+            r#"svc_operation_duration_seconds_count{surface="mcp",operation="agent.inspect"} 1"#,
+        ] {
+            assert!(text.contains(line), "{line} in {text}");
+        }
+        assert!(!text.contains("agent.list"), "no series before a call: {text}");
+    }
 }

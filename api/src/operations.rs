@@ -6,10 +6,9 @@
 use std::borrow::Cow;
 use std::time::{Duration, Instant};
 
-use axum::Extension;
 use axum::body::Body;
 use axum::extract::rejection::PathRejection;
-use axum::extract::{Path, State};
+use axum::extract::{Path, Request, State};
 use axum::http::{HeaderMap, Method, header};
 use axum::response::Response;
 use serde_json::Value;
@@ -57,32 +56,41 @@ pub fn client_hints(headers: &HeaderMap) -> ClientHints {
     }
 }
 
+/// The request is taken whole and read in place: axum's `HeaderMap` and
+/// `Extension` extractors would copy the headers and the request id.
 pub async fn handle(
     State(state): State<AppState>,
-    Extension(request_id): Extension<RequestId>,
     path: Result<Path<String>, PathRejection>,
-    method: Method,
-    headers: HeaderMap,
-    body: Body,
+    request: Request,
 ) -> Response {
+    let (parts, body) = request.into_parts();
+    let (method, headers) = (&parts.method, &parts.headers);
+    let no_id;
+    let request_id = match parts.extensions.get::<RequestId>() {
+        Some(id) => id,
+        None => {
+            no_id = RequestId::new();
+            &no_id
+        }
+    };
     let Ok(Path(path)) = path else {
         // Not even text (bad percent-encoding): no operation is there.
         let problem = Problem::new(ProblemCode::ResourceNotFound, "There is no operation at this address.");
-        return response::problem(&problem, &request_id);
+        return response::problem(&problem, request_id);
     };
     let Some(op) = catalog::by_path(&path) else {
-        return response::problem(&no_operation(&path), &request_id);
+        return response::problem(&no_operation(&path), request_id);
     };
     if method != Method::POST {
-        return response::method_not_allowed(&request_id);
+        return response::method_not_allowed(request_id);
     }
     let started = Instant::now();
     let result = async {
         let mut session = state.service.session();
-        let workspace = workspace_header(&headers);
+        let workspace = workspace_header(headers);
         let caller =
-            session.authenticate(header_str(&headers, header::AUTHORIZATION.as_str()), workspace.as_deref()).await?;
-        let declared = declared_length(&headers);
+            session.authenticate(header_str(headers, header::AUTHORIZATION.as_str()), workspace.as_deref()).await?;
+        let declared = declared_length(headers);
         if declared.is_none_or(|length| length > SMALL_BODY) {
             session.release();
         }
@@ -99,14 +107,14 @@ pub async fn handle(
                 read.await?
             }
         };
-        let input = with_idempotency_header(op, &headers, input)?;
-        session.call(op, &caller, input, &client_hints(&headers)).await
+        let input = with_idempotency_header(op, headers, input)?;
+        session.call(op, &caller, input, &client_hints(headers)).await
     }
     .await;
     state.metrics.record(Surface::Http, op, result.as_ref().err().map(|p| p.code), started.elapsed());
     let mut response = match result {
-        Ok(reply) => response::success(&reply, &request_id),
-        Err(problem) => response::problem(&problem, &request_id),
+        Ok(reply) => response::success(&reply, request_id),
+        Err(problem) => response::problem(&problem, request_id),
     };
     response.extensions_mut().insert(Called(op.id.into()));
     response

@@ -53,8 +53,24 @@ pub fn problem_body(problem: &Problem, request_id: &RequestId) -> Value {
     json!({ "error": problem.to_json(), "meta": { "requestId": request_id.0 } })
 }
 
+/// Bodies are written into one buffer sized for most answers: serde_json
+/// writes a document in many small pieces, which a `Vec` takes in line.
+/// (axum's `Json` writes them through `BytesMut`'s writer, growing from 128
+/// bytes: 10,400 instructions for an agent.inspect answer against 6,400 here,
+/// counted by callgrind.)
+const BODY_CAPACITY: usize = 1024;
+
 fn json_response(status: StatusCode, body: &impl Serialize, request_id: &RequestId) -> Response {
-    let mut response = (status, axum::Json(body)).into_response();
+    let mut bytes = Vec::with_capacity(BODY_CAPACITY);
+    let mut response = match serde_json::to_writer(&mut bytes, body) {
+        Ok(()) => {
+            (status, [(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))], bytes).into_response()
+        }
+        Err(error) => {
+            tracing::error!(%error, "could not serialize a response");
+            StatusCode::INTERNAL_SERVER_ERROR.into_response()
+        }
+    };
     set_request_id(response.headers_mut(), request_id);
     response
 }
@@ -100,6 +116,20 @@ mod tests {
     use svc_contract::ProblemCode;
 
     use super::*;
+
+    #[tokio::test]
+    async fn a_success_is_the_envelope_as_json() {
+        let id = RequestId::new();
+        let reply =
+            Reply { data: json!({ "agent": { "name": "Ünïcode \"quoted\"" } }), next_cursor: None, replayed: false };
+        let response = success(&reply, &id);
+        assert_eq!(response.status(), StatusCode::OK);
+        assert_eq!(response.headers()[header::CONTENT_TYPE], "application/json");
+        assert_eq!(response.headers()[REQUEST_ID_HEADER], id.0.as_str());
+        let body = axum::body::to_bytes(response.into_body(), usize::MAX).await.unwrap();
+        let body: Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(body, json!({ "data": reply.data, "meta": { "requestId": id.0 } }));
+    }
 
     #[test]
     fn status_headers() {

@@ -6,8 +6,10 @@ use std::time::Duration;
 
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
+use super::kept::Kept;
 use super::{Histograms, latency_histogram};
 
 /// The access log's surfaces, with public answers apart from the chat page.
@@ -17,6 +19,8 @@ const CLASSES: [&str; 5] = ["1xx", "2xx", "3xx", "4xx", "5xx"];
 pub struct Responses {
     counts: Family<[(&'static str, &'static str); 2], Counter>,
     durations: Histograms<[(&'static str, &'static str); 1]>,
+    /// Per surface and class: its count and the surface's durations.
+    kept: Kept<(Counter, Histogram)>,
 }
 
 /// The surface a response is counted under: the access log's, except that a
@@ -39,13 +43,20 @@ impl Responses {
             "Time from request to response, by surface",
             durations.clone(),
         );
-        Self { counts, durations }
+        Self { counts, durations, kept: Kept::new(SURFACES.len() * CLASSES.len()) }
     }
 
     pub fn record(&self, surface: &'static str, status: u16, elapsed: Duration) {
-        let class = CLASSES[usize::from(status / 100).clamp(1, CLASSES.len()) - 1];
-        self.counts.get_or_create(&[("surface", surface), ("class", class)]).inc();
-        self.durations.get_or_create(&[("surface", surface)]).observe(elapsed.as_secs_f64());
+        let class = usize::from(status / 100).clamp(1, CLASSES.len()) - 1;
+        // A surface not in the list is counted all the same, only not kept.
+        let slot = SURFACES.iter().position(|s| *s == surface).map_or(usize::MAX, |s| s * CLASSES.len() + class);
+        let series = self.kept.get(slot, || {
+            let count = self.counts.get_or_create(&[("surface", surface), ("class", CLASSES[class])]).clone();
+            (count, self.durations.get_or_create(&[("surface", surface)]).clone())
+        });
+        let (count, duration) = &*series;
+        count.inc();
+        duration.observe(elapsed.as_secs_f64());
     }
 }
 
