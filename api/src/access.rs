@@ -7,13 +7,11 @@
 //! the log through it.
 
 use std::borrow::Cow;
-use std::sync::Arc;
 use std::time::Instant;
 
-use axum::extract::{Request, State};
-use axum::middleware::Next;
+use axum::extract::Request;
+use axum::http::Method;
 use axum::response::Response;
-use tracing::Instrument;
 
 use crate::metrics::{Metrics, surface_of};
 use crate::response::RequestId;
@@ -25,31 +23,48 @@ const MAX_LOGGED_PATH: usize = 160;
 #[derive(Clone, Debug)]
 pub struct Called(pub Cow<'static, str>);
 
-/// Runs the request inside a span carrying its id (so every line it logs has
-/// the id), writes its access line and counts the response.
-pub async fn layer(State(metrics): State<Arc<Metrics>>, request: Request, next: Next) -> Response {
-    let started = Instant::now();
-    let request_id = request.extensions().get::<RequestId>().map(|r| r.0.clone()).unwrap_or_default();
-    let method = request.method().clone();
-    let path = logged_path(request.uri().path()).into_owned();
-    let span = tracing::info_span!("request", request_id = %request_id);
-    let response = next.run(request).instrument(span).await;
-    let elapsed = started.elapsed();
-    let surface = surface(&path);
-    metrics.responses.record(surface_of(surface, &method, &path), response.status().as_u16(), elapsed);
-    let operation = response.extensions().get::<Called>().map(|c| c.0.as_ref()).unwrap_or("-");
-    tracing::info!(
-        target: "svc_api::access",
-        surface,
-        operation,
-        %method,
-        path = %path,
-        status = response.status().as_u16(),
-        duration_ms = (elapsed.as_secs_f64() * 1000.0 * 10.0).round() / 10.0,
-        request_id = %request_id,
-        "request"
-    );
-    response
+/// One request's access line, begun when the request arrives and written when
+/// its response is ready (see `app::edge`).
+pub struct Line {
+    started: Instant,
+    request_id: String,
+    method: Method,
+    path: String,
+}
+
+impl Line {
+    pub fn begin(request: &Request, request_id: &RequestId) -> Self {
+        Self {
+            started: Instant::now(),
+            request_id: request_id.0.clone(),
+            method: request.method().clone(),
+            path: logged_path(request.uri().path()).into_owned(),
+        }
+    }
+
+    /// The span the request runs in: every line it logs carries its id.
+    pub fn span(&self) -> tracing::Span {
+        tracing::info_span!("request", request_id = %self.request_id)
+    }
+
+    /// Writes the line and counts the response.
+    pub fn end(self, metrics: &Metrics, response: &Response) {
+        let elapsed = self.started.elapsed();
+        let surface = surface(&self.path);
+        metrics.responses.record(surface_of(surface, &self.method, &self.path), response.status().as_u16(), elapsed);
+        let operation = response.extensions().get::<Called>().map(|c| c.0.as_ref()).unwrap_or("-");
+        tracing::info!(
+            target: "svc_api::access",
+            surface,
+            operation,
+            method = %self.method,
+            path = %self.path,
+            status = response.status().as_u16(),
+            duration_ms = (elapsed.as_secs_f64() * 1000.0 * 10.0).round() / 10.0,
+            request_id = %self.request_id,
+            "request"
+        );
+    }
 }
 
 fn logged_path(path: &str) -> Cow<'_, str> {

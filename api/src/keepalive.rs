@@ -16,7 +16,6 @@ use std::time::Duration;
 use axum::body::Body;
 use axum::extract::Request;
 use axum::http::{HeaderValue, header};
-use axum::middleware::Next;
 use axum::response::Response;
 use http_body::{Body as HttpBody, Frame, SizeHint};
 use http_body_util::BodyExt;
@@ -70,21 +69,34 @@ impl Drop for Tracked {
     }
 }
 
-pub async fn layer(request: Request, next: Next) -> Response {
+/// A request's body as the handler will see it, tracked: see [`Unread::settle`].
+pub fn track(request: Request) -> (Request, Unread) {
     let expects_continue =
         request.headers().get(header::EXPECT).is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"100-continue"));
     let slot: Slot = Arc::default();
     let request = request.map(|body| Body::new(Tracked { inner: Some(body), slot: slot.clone() }));
-    let mut response = next.run(request).await;
-    let rest = slot.lock().ok().and_then(|mut slot| slot.take());
-    if let Some(rest) = rest {
-        // A client waiting for `100 Continue` has not sent its body: do not ask for it.
-        let small = rest.size_hint().upper().is_some_and(|upper| upper <= DRAIN_LIMIT);
-        if expects_continue || !small || !drained(rest).await {
-            response.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
+    (request, Unread { slot, expects_continue })
+}
+
+/// What the handler may leave of a tracked body.
+pub struct Unread {
+    slot: Slot,
+    expects_continue: bool,
+}
+
+impl Unread {
+    /// Once the response is ready: reads a small rest that arrives promptly,
+    /// or else says `Connection: close` (see the module documentation).
+    pub async fn settle(self, response: &mut Response) {
+        let rest = self.slot.lock().ok().and_then(|mut slot| slot.take());
+        if let Some(rest) = rest {
+            // A client waiting for `100 Continue` has not sent its body: do not ask for it.
+            let small = rest.size_hint().upper().is_some_and(|upper| upper <= DRAIN_LIMIT);
+            if self.expects_continue || !small || !drained(rest).await {
+                response.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
+            }
         }
     }
-    response
 }
 
 /// Reads and drops the rest of a body; `true` when it ended in time.
