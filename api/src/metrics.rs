@@ -8,6 +8,7 @@
 //! a registry of that scrape (`Scrape`), so a figure that cannot be read is
 //! left out rather than shown stale.
 
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use prometheus_client::encoding::prometheus_text::encode;
@@ -55,8 +56,9 @@ pub struct Metrics {
     registry: Registry,
     calls: Family<CallLabels, Counter>,
     durations: Histograms<OperationLabels>,
-    /// Per surface and operation: its successful calls and its durations.
-    kept: kept::Kept<(Counter, Histogram)>,
+    /// Per surface and operation: its successful calls (once there is one)
+    /// and its durations.
+    kept: kept::Kept<(OnceLock<Counter>, Histogram)>,
     /// Every response, by surface and status class.
     pub responses: responses::Responses,
 }
@@ -79,13 +81,15 @@ impl Metrics {
     pub fn record(&self, surface: Surface, operation: &Operation, outcome: Option<ProblemCode>, elapsed: Duration) {
         let labels = [("surface", surface.as_str()), ("operation", operation.id)];
         let series = self.kept.get(surface as usize * CATALOG.len() + operation.op as usize, || {
-            let ok = self.calls.get_or_create(&[labels[0], labels[1], ("outcome", "ok")]).clone();
-            (ok, self.durations.get_or_create(&labels).clone())
+            (OnceLock::new(), self.durations.get_or_create(&labels).clone())
         });
         let (ok, duration) = &*series;
+        // The success series is made by the first success: a failure first
+        // leaves it out of the exposition, as before it was kept.
+        let outcome_labels = |outcome| [labels[0], labels[1], ("outcome", outcome)];
         match outcome {
-            None => ok.inc(),
-            Some(code) => self.calls.get_or_create(&[labels[0], labels[1], ("outcome", code.as_str())]).inc(),
+            None => ok.get_or_init(|| self.calls.get_or_create(&outcome_labels("ok")).clone()).inc(),
+            Some(code) => self.calls.get_or_create(&outcome_labels(code.as_str())).inc(),
         };
         duration.observe(elapsed.as_secs_f64());
     }
@@ -179,5 +183,18 @@ mod tests {
             assert!(text.contains(line), "{line} in {text}");
         }
         assert!(!text.contains("agent.list"), "no series before a call: {text}");
+    }
+
+    #[test]
+    fn a_first_failure_makes_no_success_series() {
+        let metrics = Metrics::default();
+        let list = OperationId::AgentList.operation();
+        metrics.record(Surface::Http, list, Some(ProblemCode::WorkspaceSelectionRequired), Duration::from_millis(1));
+        let text = metrics.render(&Scrape::default());
+        assert!(
+            text.contains(r#"svc_operation_calls_total{surface="http",operation="agent.list",outcome="workspace_selection_required"} 1"#),
+            "{text}"
+        );
+        assert!(!text.contains(r#"outcome="ok""#), "a success series before any success: {text}");
     }
 }
