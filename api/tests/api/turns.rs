@@ -31,20 +31,22 @@ async fn add(s: &Tenant, token: &str, ws: &str, agent: &str, key: &str) -> Value
     assert_ok("knowledge-sources/add", &response)["knowledgeSource"].clone()
 }
 
+/// The keys of the active sources, in key order.
+async fn active_keys(pool: &PgPool) -> Vec<String> {
+    sqlx::query_scalar("SELECT key FROM knowledge_sources WHERE active_revision_id IS NOT NULL ORDER BY key")
+        .fetch_all(pool)
+        .await
+        .unwrap()
+}
+
 /// The keys of active sources, in the order they became active, as one job
 /// after another is run.
 async fn run_jobs(pool: &PgPool, jobs: usize) -> Vec<String> {
-    let active = || async {
-        sqlx::query_scalar::<_, String>("SELECT key FROM knowledge_sources WHERE active_revision_id IS NOT NULL")
-            .fetch_all(pool)
-            .await
-            .unwrap()
-    };
-    let mut seen = active().await;
+    let mut seen = active_keys(pool).await;
     let mut order = Vec::new();
     for _ in 0..jobs {
         assert_eq!(process_next(pool, &processing("turns")).await.unwrap(), Outcome::Promoted);
-        let new: Vec<String> = active().await.into_iter().filter(|key| !seen.contains(key)).collect();
+        let new: Vec<String> = active_keys(pool).await.into_iter().filter(|key| !seen.contains(key)).collect();
         assert_eq!(new.len(), 1, "one source per job: {new:?}");
         seen.extend(new.clone());
         order.extend(new);
@@ -249,12 +251,7 @@ async fn a_job_takes_the_next_revision_while_another_claims_the_oldest(pool: PgP
         .expect("the job waited for the source another job holds")
         .unwrap();
     assert_eq!(outcome, Outcome::Promoted);
-    let active: Vec<String> =
-        sqlx::query_scalar("SELECT key FROM knowledge_sources WHERE active_revision_id IS NOT NULL")
-            .fetch_all(&s.app.pool)
-            .await
-            .unwrap();
-    assert_eq!(active, ["a1"]);
+    assert_eq!(active_keys(&s.app.pool).await, ["a1"]);
     claiming.rollback().await.unwrap();
     // The oldest is still there for the next job.
     assert_eq!(run_jobs(&s.app.pool, 1).await, ["a0"]);
@@ -269,22 +266,14 @@ async fn jobs_choosing_together_start_at_different_revisions(pool: PgPool) {
     for key in ["a0", "a1", "a2"] {
         add(&s, &s.owner.token, &s.ws, &s.agent, key).await;
     }
-    let active = || async {
-        sqlx::query_scalar::<_, String>(
-            "SELECT key FROM knowledge_sources WHERE active_revision_id IS NOT NULL ORDER BY key",
-        )
-        .fetch_all(&s.app.pool)
-        .await
-        .unwrap()
-    };
     let processing = processing("turns");
     let other = processing.choosing.join();
     assert_eq!(process_next(&s.app.pool, &processing).await.unwrap(), Outcome::Promoted);
-    assert_eq!(active().await, ["a1"]);
+    assert_eq!(active_keys(&s.app.pool).await, ["a1"]);
     drop(other);
     // The same process's next job, choosing alone, starts at the first in turn.
     assert_eq!(process_next(&s.app.pool, &processing).await.unwrap(), Outcome::Promoted);
-    assert_eq!(active().await, ["a0", "a1"]);
+    assert_eq!(active_keys(&s.app.pool).await, ["a0", "a1"]);
 }
 
 /// An attempt starting while another attempt of the same Workspace is
