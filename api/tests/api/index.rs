@@ -337,3 +337,34 @@ async fn document_frequencies_are_exact_after_concurrent_promotions(pool: PgPool
     assert_eq!(s.count("SELECT count(*) FROM knowledge_documents WHERE agent_id = $1 AND segment_id IS NULL").await, 0);
     assert!(!s.found("note pages variant").await.is_empty());
 }
+
+/// The promotion that leaves the Agent [`merge::FRESH_LIMIT`] fresh documents
+/// merges them, from the backlog its own statement counted (its document
+/// included), and a replacement's counts the mask it adds: neither waits for
+/// another promotion or the sweep.
+#[sqlx::test(migrations = "../migrations")]
+async fn the_promotion_that_reaches_a_limit_merges(pool: PgPool) {
+    let s = Index::new(pool).await;
+    let limits = [format!("knowledge_sources={}", merge::FRESH_LIMIT + 10)];
+    svc_core::admin::plan_set(s.pool(), &s.t.ws, "pro", &limits).await.unwrap();
+    let fresh = "SELECT count(*) FROM knowledge_documents WHERE agent_id = $1 AND segment_id IS NULL";
+    let masks = "SELECT count(*) FROM knowledge_masks WHERE agent_id = $1";
+    let mut sources = Vec::new();
+    for i in 1..merge::FRESH_LIMIT {
+        sources.push(s.add_active(&format!("k{i}"), "Note", &format!("word{i} shared note")).await);
+    }
+    assert_eq!(s.count(fresh).await, merge::FRESH_LIMIT - 1);
+    let last = s.add_active("last", "Note", "last shared note").await;
+    assert_eq!(s.count(fresh).await, 0, "the promotion that reached the limit merged");
+    s.assert_exact().await;
+
+    // Masks: one short of the limit, then the replacement that reaches it.
+    for source in sources.iter().take(merge::MASK_LIMIT as usize - 1) {
+        s.delete(source).await;
+    }
+    assert_eq!(s.count(masks).await, merge::MASK_LIMIT - 1);
+    let revision = s.replace(&last, "v2", "replaced shared note").await;
+    assert_eq!(process(s.pool(), revision, &processing("test")).await.unwrap(), Outcome::Promoted);
+    assert_eq!(s.count(masks).await, 0, "the replacement that reached the mask limit merged");
+    s.assert_exact().await;
+}

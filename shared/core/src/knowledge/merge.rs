@@ -52,14 +52,31 @@ pub struct Merged {
     pub dropped: usize,
 }
 
+/// An Agent's merge backlog.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Backlog {
+    /// Fresh documents.
+    pub fresh: i64,
+    /// Masks.
+    pub masks: i64,
+}
+
 /// Merges the Agent's index while it has [`FRESH_LIMIT`] fresh documents or
 /// [`MASK_LIMIT`] masks (a few rounds at most), unless another merge of it
-/// runs. What a promotion calls after its commit.
-pub async fn maintain(pool: &PgPool, agent: AgentId) -> Result<()> {
+/// runs. What a promotion calls after its commit, with the backlog its
+/// transaction counted (`known`; else it is read first). A promotion that
+/// counted beside another of the same Agent may both fall one short of a
+/// limit: the next promotion, or the sweep, merges then.
+pub async fn maintain(pool: &PgPool, agent: AgentId, known: Option<Backlog>) -> Result<()> {
+    let mut known = known;
     for _ in 0..8 {
-        let (fresh, masks) = {
-            let mut conn = pool.acquire().await?;
-            store::knowledge::merge_backlog(&mut conn, agent).await?
+        let Backlog { fresh, masks } = match known.take() {
+            Some(backlog) => backlog,
+            None => {
+                let mut conn = pool.acquire().await?;
+                let (fresh, masks) = store::knowledge::merge_backlog(&mut conn, agent).await?;
+                Backlog { fresh, masks }
+            }
         };
         if fresh < FRESH_LIMIT && masks < MASK_LIMIT {
             return Ok(());

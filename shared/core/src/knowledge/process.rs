@@ -24,6 +24,7 @@ use backon::Retryable;
 use sqlx::{Connection, PgPool};
 use tokio::sync::Notify;
 
+use super::merge::Backlog;
 use super::{error_code, passages};
 use crate::entitlements::LimitKey;
 use crate::error::{Error, Result};
@@ -305,11 +306,11 @@ async fn attempt(pool: &PgPool, revision: RevisionId, owner: &str, material: Opt
         .collect();
     let (headings, bodies) = split.into_iter().map(|p| (p.heading, p.body)).unzip();
     match promote(pool, revision, owner, &material, headings, bodies, words).await? {
-        Promotion::Done => {
+        Promotion::Done(backlog) => {
             // Housekeeping of the Agent's index, after the commit: the
             // promotion stands whatever becomes of it (the sweep merges what
             // is left).
-            if let Err(error) = super::merge::maintain(pool, material.agent_id).await {
+            if let Err(error) = super::merge::maintain(pool, material.agent_id, Some(backlog)).await {
                 tracing::warn!(agent = %material.agent_id, error = %crate::error::chain(&error), "could not merge the index");
             }
             Ok(Outcome::Promoted)
@@ -321,7 +322,8 @@ async fn attempt(pool: &PgPool, revision: RevisionId, owner: &str, material: Opt
 }
 
 enum Promotion {
-    Done,
+    /// Promoted, leaving the Agent's index with this merge backlog.
+    Done(Backlog),
     /// Nothing indexable.
     Empty,
     /// This worker no longer holds the revision.
@@ -356,8 +358,8 @@ async fn promote(
         bodies,
         words,
     };
-    let (indexed, tokens) = store::knowledge::index(&mut tx, &passages).await?;
-    if indexed == 0 {
+    let indexed = store::knowledge::index(&mut tx, &passages).await?;
+    if indexed.passages == 0 {
         tx.rollback().await?;
         return Ok(Promotion::Empty);
     }
@@ -366,9 +368,10 @@ async fn promote(
         revision,
         owner,
         language: material.language,
-        passages: indexed,
-        tokens,
+        passages: indexed.passages,
+        tokens: indexed.tokens,
     };
+    let mut backlog = Backlog { fresh: indexed.fresh, masks: indexed.masks };
     let previous = match store::knowledge::promote(&mut tx, &processed).await? {
         Promoted::Done { previous } => previous,
         Promoted::Superseded => {
@@ -382,10 +385,11 @@ async fn promote(
     };
     if let Some(previous) = previous {
         let freed = store::knowledge::retire(&mut tx, previous).await?;
+        backlog.masks += 1;
         store::usage::adjust(&mut tx, material.workspace_id, &Delta::of(LimitKey::KnowledgeBytes, -freed)).await?;
     }
     tx.commit().await?;
-    Ok(Promotion::Done)
+    Ok(Promotion::Done(backlog))
 }
 
 /// Fails an unfinished revision with `code`, freeing its bytes; the active

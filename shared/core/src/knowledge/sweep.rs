@@ -104,7 +104,7 @@ async fn sweep_held(pool: &PgPool, queue: Option<&Queue>, settings: &Sweep) -> R
     let agents = store::knowledge::agents_to_merge(&mut conn, merge::FRESH_LIMIT, merge::MASK_LIMIT, 16).await?;
     drop(conn);
     for agent in agents {
-        if let Err(error) = merge::maintain(pool, agent).await {
+        if let Err(error) = merge::maintain(pool, agent, None).await {
             tracing::warn!(%agent, error = %crate::error::chain(&error), "could not merge the index");
         }
     }

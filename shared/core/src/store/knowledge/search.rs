@@ -29,12 +29,27 @@ pub struct Passages<'a> {
     pub words: Vec<i32>,
 }
 
+/// What [`index`] wrote, and the Agent's merge backlog beside it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Indexed {
+    /// Passages that have any indexable word.
+    pub passages: i64,
+    /// Word occurrences of those passages.
+    pub tokens: i64,
+    /// The Agent's fresh documents, this one included.
+    pub fresh: i64,
+    /// The Agent's masks.
+    pub masks: i64,
+}
+
 /// Writes a revision's passages, indexed in its language (the revision's title
 /// first, weighted `A` so ranking can tell title words apart, then heading and
-/// body), and their term counts. Returns the passages and word
-/// occurrences that have any indexable word.
+/// body), and their term counts. Counts the Agent's merge backlog in the same
+/// statement (what the merge after the promotion starts from, one round trip
+/// fewer per promotion): the fresh documents, this one included, and masks,
+/// as this statement's snapshot sees them.
 #[tracing::instrument(level = "debug", skip(conn, passages), fields(revision = %passages.revision, n = passages.bodies.len()))]
-pub async fn index(conn: &mut PgConnection, passages: &Passages<'_>) -> sqlx::Result<(i64, i64)> {
+pub async fn index(conn: &mut PgConnection, passages: &Passages<'_>) -> sqlx::Result<Indexed> {
     let config = search_config(passages.language);
     // One statement: the passages, their term counts (read from the passages
     // as they go in, not back from the table) and the revision as a fresh
@@ -72,7 +87,10 @@ pub async fn index(conn: &mut PgConnection, passages: &Passages<'_>) -> sqlx::Re
             INSERT INTO knowledge_documents (revision_id, source_id, agent_id, language, passages, tokens)
             SELECT $1, $3, $2, $4, least(passages, 2147483647)::integer, tokens FROM sizes
         )
-        SELECT passages AS "passages!", tokens AS "tokens!" FROM sizes
+        SELECT passages AS "passages!", tokens AS "tokens!",
+               (SELECT count(*) FROM knowledge_documents WHERE agent_id = $2 AND segment_id IS NULL) + 1 AS "fresh!",
+               (SELECT count(*) FROM knowledge_masks WHERE agent_id = $2) AS "masks!"
+        FROM sizes
         "#,
         passages.revision as RevisionId,
         passages.agent as AgentId,
@@ -86,7 +104,7 @@ pub async fn index(conn: &mut PgConnection, passages: &Passages<'_>) -> sqlx::Re
     )
     .fetch_one(&mut *conn)
     .await?;
-    Ok((indexed.passages, indexed.tokens))
+    Ok(Indexed { passages: indexed.passages, tokens: indexed.tokens, fresh: indexed.fresh, masks: indexed.masks })
 }
 
 /// The languages an Agent's indexed documents are in.
