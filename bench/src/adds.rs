@@ -11,6 +11,11 @@
 //! statistics does so) and once with `ANALYZE` of the knowledge tables by hand
 //! after each tenth, as fresh autovacuum statistics would be.
 //!
+//! Beside the rates it prints what each add and each promotion cost in CPU
+//! time, PostgreSQL's (the sessions the API or the workers opened) and the
+//! process's own (`cpu`): a figure that moves much less with the rest of the
+//! machine than a rate does, for comparing builds.
+//!
 //! With `SVC_BENCH_SLOW_PLANS_MS=N` PostgreSQL logs the plan of every
 //! statement slower than N ms (`auto_explain`, in the server's log): how the
 //! statements that slow down as the Agent grows were found.
@@ -31,7 +36,7 @@ use svc_tests::process::Spawned;
 use svc_tests::{AUDIENCE, ISSUER, TestIssuer};
 
 use crate::common::Scratch;
-use crate::corpus;
+use crate::{corpus, cpu};
 
 struct Options {
     sources: usize,
@@ -80,6 +85,11 @@ struct Rates {
     overall: f64,
     /// Sources active when the last add returned, per second since the first.
     processed: f64,
+    /// CPU milliseconds per add: PostgreSQL's (the API's sessions) and the API's.
+    add_ms: (f64, f64),
+    /// CPU milliseconds per promotion meanwhile: PostgreSQL's (the workers'
+    /// sessions) and the workers'.
+    promotion_ms: (f64, f64),
 }
 
 pub async fn run(args: Vec<String>) -> anyhow::Result<()> {
@@ -103,8 +113,16 @@ pub async fn run(args: Vec<String>) -> anyhow::Result<()> {
                 let label = bins.display().to_string();
                 let mode = if analyze { "by hand after each tenth" } else { "none by hand" };
                 eprintln!(
-                    "round {round}, {label}, ANALYZE {mode}: {:.0} → {:.0} adds/s ({:.0} overall), {:.0} processed/s",
-                    rates.first, rates.last, rates.overall, rates.processed
+                    "round {round}, {label}, ANALYZE {mode}: {:.0} → {:.0} adds/s ({:.0} overall), {:.0} processed/s; \
+                     CPU ms per add {:.2} + {:.2}, per promotion {:.2} + {:.2} (PostgreSQL + process)",
+                    rates.first,
+                    rates.last,
+                    rates.overall,
+                    rates.processed,
+                    rates.add_ms.0,
+                    rates.add_ms.1,
+                    rates.promotion_ms.0,
+                    rates.promotion_ms.1
                 );
                 match results.iter_mut().find(|(l, m, _)| *l == label && *m == mode) {
                     Some((_, _, all)) => all.push(rates),
@@ -113,8 +131,11 @@ pub async fn run(args: Vec<String>) -> anyhow::Result<()> {
             }
         }
     }
-    println!("\n| build | ANALYZE | adds/s, first 10% | adds/s, last 10% | adds/s, all | processed/s meanwhile |");
-    println!("| --- | --- | ---: | ---: | ---: | ---: |");
+    println!(
+        "\n| build | ANALYZE | adds/s, first 10% | adds/s, last 10% | adds/s, all | processed/s meanwhile \
+         | CPU ms per add (PostgreSQL + API) | CPU ms per promotion (PostgreSQL + worker) |"
+    );
+    println!("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |");
     for (label, mode, all) in results {
         let median = |f: fn(&Rates) -> f64| {
             let mut v: Vec<f64> = all.iter().map(f).collect();
@@ -122,11 +143,15 @@ pub async fn run(args: Vec<String>) -> anyhow::Result<()> {
             v[v.len() / 2]
         };
         println!(
-            "| {label} | {mode} | {:.0} | {:.0} | {:.0} | {:.0} |",
+            "| {label} | {mode} | {:.0} | {:.0} | {:.0} | {:.0} | {:.2} + {:.2} | {:.2} + {:.2} |",
             median(|r| r.first),
             median(|r| r.last),
             median(|r| r.overall),
-            median(|r| r.processed)
+            median(|r| r.processed),
+            median(|r| r.add_ms.0),
+            median(|r| r.add_ms.1),
+            median(|r| r.promotion_ms.0),
+            median(|r| r.promotion_ms.1)
         );
     }
     Ok(())
@@ -208,6 +233,21 @@ async fn import(
         workers.push(worker);
     }
 
+    // CPU time from the first add to the last: the processes' own and their
+    // sessions' (opened lazily, so a session opened meanwhile counts whole).
+    let database: String = sqlx::query_scalar("SELECT current_database()").fetch_one(&pool).await?;
+    let api_pid = api.pid().context("the API runs")?;
+    let worker_pids: Vec<u32> = workers.iter().filter_map(Spawned::pid).collect();
+    let metered = async |pool: &sqlx::PgPool| -> anyhow::Result<[cpu::Reading; 4]> {
+        Ok([
+            cpu::Reading::of(cpu::sessions(pool, &database, "svc-api").await?),
+            cpu::Reading::of([api_pid]),
+            cpu::Reading::of(cpu::sessions(pool, &database, "svc-worker").await?),
+            cpu::Reading::of(worker_pids.iter().copied()),
+        ])
+    };
+    let before = metered(&pool).await?;
+
     let next = Arc::new(AtomicUsize::new(0));
     let tenth = documents.len().div_ceil(10);
     // Each tenth: its adds and its seconds (an ANALYZE between tenths is not counted).
@@ -259,15 +299,21 @@ async fn import(
             }
         }
     }
+    let after = metered(&pool).await?;
     let rate = |(adds, took): (usize, Duration)| adds as f64 / took.as_secs_f64().max(1e-9);
     let all = stages.iter().fold((0, Duration::ZERO), |(n, t), (adds, took)| (n + adds, t + *took));
     let active: i64 =
         sqlx::query_scalar("SELECT count(*) FROM knowledge_revisions WHERE state = 'active'").fetch_one(&pool).await?;
+    let spent: Vec<f64> = after.iter().zip(&before).map(|(a, b)| a.since(b)).collect();
+    let per = |seconds: f64, n: usize| 1000.0 * seconds / n.max(1) as f64;
+    let promoted = usize::try_from(active)?;
     let rates = Rates {
         first: rate(stages[0]),
         last: rate(stages[stages.len() - 1]),
         overall: rate(all),
-        processed: rate((usize::try_from(active)?, began.elapsed())),
+        processed: rate((promoted, began.elapsed())),
+        add_ms: (per(spent[0], all.0), per(spent[1], all.0)),
+        promotion_ms: (per(spent[2], promoted), per(spent[3], promoted)),
     };
 
     for mut worker in workers {

@@ -21,6 +21,7 @@ mod adds;
 mod answers;
 mod common;
 mod corpus;
+mod cpu;
 mod fairness;
 mod ingest;
 mod reconcile;

@@ -86,6 +86,11 @@ impl Spawned {
         Self { child, lines, reader: Some(reader), group }
     }
 
+    /// The process id, while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.id()
+    }
+
     /// Everything logged so far.
     pub fn logs(&self) -> String {
         self.lines.lock().expect("the log lock").join("\n")

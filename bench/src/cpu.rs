@@ -1,0 +1,71 @@
+//! What a benchmark's work cost in CPU time, read from Linux's `/proc`: the
+//! service's processes and their PostgreSQL sessions (told apart by the
+//! `application_name` each process gives its connections). A rate moves with
+//! everything else the machine does; the CPU time per operation much less.
+
+use std::collections::HashMap;
+
+/// Clock ticks per second of `/proc/<pid>/stat` (`USER_HZ`, 100 on Linux).
+const TICKS: f64 = 100.0;
+
+/// CPU seconds (user and system) a process has used; `None` once it is gone.
+fn seconds(pid: u32) -> Option<f64> {
+    parse(&std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)
+}
+
+/// The CPU seconds of a `/proc/<pid>/stat` line.
+fn parse(stat: &str) -> Option<f64> {
+    // The name (field 2) may hold spaces and parentheses: count the fields
+    // after its last closing parenthesis (utime and stime are the 12th and
+    // 13th of them).
+    let mut fields = stat.get(stat.rfind(')')? + 1..)?.split_whitespace().skip(11);
+    let user: u64 = fields.next()?.parse().ok()?;
+    let system: u64 = fields.next()?.parse().ok()?;
+    Some((user + system) as f64 / TICKS)
+}
+
+/// CPU seconds of each process, by pid.
+#[derive(Clone, Debug, Default)]
+pub struct Reading(HashMap<u32, f64>);
+
+impl Reading {
+    /// Reads the processes `pids` now.
+    pub fn of(pids: impl IntoIterator<Item = u32>) -> Self {
+        Self(pids.into_iter().filter_map(|pid| Some((pid, seconds(pid)?))).collect())
+    }
+
+    /// CPU seconds used since `before`. A process started since counts whole;
+    /// one gone since is not counted (its time is lost with it).
+    pub fn since(&self, before: &Reading) -> f64 {
+        // A fold from 0.0: an empty `sum` of floats is -0.0, printed "-0.00".
+        self.0.iter().fold(0.0, |spent, (pid, now)| spent + now - before.0.get(pid).copied().unwrap_or(0.0))
+    }
+}
+
+/// The PostgreSQL sessions (backend pids) of `database` that `application`
+/// opened.
+pub async fn sessions(pool: &sqlx::PgPool, database: &str, application: &str) -> sqlx::Result<Vec<u32>> {
+    let pids: Vec<i32> =
+        sqlx::query_scalar("SELECT pid FROM pg_stat_activity WHERE datname = $1 AND application_name = $2")
+            .bind(database)
+            .bind(application)
+            .fetch_all(pool)
+            .await?;
+    Ok(pids.into_iter().filter_map(|pid| u32::try_from(pid).ok()).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_cpu_time_is_user_and_system_ticks_after_the_name() {
+        // pid, a name with a space and a parenthesis, then state .. stime.
+        let stat = "4242 (svc (x) y) S 1 2 3 4 5 6 7 8 9 10 250 130 0 0 20 0 1 0";
+        assert_eq!(parse(stat), Some(3.8));
+        assert_eq!(parse("4242 (short) S 1 2"), None);
+        assert!(seconds(std::process::id()).is_some());
+        let none = Reading::of([u32::MAX]).since(&Reading::default());
+        assert!(none == 0.0 && none.is_sign_positive(), "{none}");
+    }
+}
