@@ -17,10 +17,29 @@
 -- The two CHECKs of what a live source shows (migration 0010) say the same
 -- with one count of NULLs each instead of a chain of comparisons.
 --
--- Dropping and adding constraints locks the tables exclusively for a moment:
--- rather than queue every claim, add and answer behind a long transaction
--- while it waits, the migration gives up after 5 s (run it again).
-SET LOCAL lock_timeout = '5s';
+-- Dropping a foreign key locks both its tables exclusively (here
+-- workspaces, agents, knowledge_sources and knowledge_revisions), and so does
+-- replacing a CHECK. All four are taken at once, in the order the service's
+-- writers take them (a Workspace, its Agent, a source, its revisions); a try
+-- waits at most 100 ms and, failing, lets go of what it took, so no request
+-- queues behind the migration for longer than that, none deadlocks with it,
+-- and it gives up after about 10 s of tries (run `svc-api migrate` again).
+-- The CHECKs are added NOT VALID (no read of the table under the lock) and
+-- validated by migration 0024, which lets reads and writes go on.
+DO $$
+BEGIN
+    SET LOCAL lock_timeout = '100ms';
+    FOR attempt IN 1..50 LOOP
+        BEGIN
+            LOCK TABLE workspaces, agents, knowledge_sources, knowledge_revisions IN ACCESS EXCLUSIVE MODE;
+            RETURN;
+        EXCEPTION WHEN lock_not_available THEN
+            PERFORM pg_sleep(0.1);
+        END;
+    END LOOP;
+    RAISE EXCEPTION 'the knowledge tables stayed busy for 10 s; run the migration again'
+        USING ERRCODE = 'lock_not_available';
+END $$;
 
 ALTER TABLE knowledge_revisions
     DROP CONSTRAINT knowledge_revisions_agent_id_fkey,
@@ -36,10 +55,11 @@ ALTER TABLE knowledge_sources
     ADD CONSTRAINT knowledge_sources_active_shown_check
         CHECK (deleted_at IS NOT NULL
                OR num_nulls(active_revision_id, active_revision, active_digest, active_imported_at,
-                            active_bytes) IN (0, 5)),
+                            active_bytes) IN (0, 5)) NOT VALID,
     ADD CONSTRAINT knowledge_sources_candidate_shown_check
         CHECK (deleted_at IS NOT NULL
                OR (num_nulls(candidate_revision_id, candidate_revision, candidate_digest, candidate_state,
                              candidate_imported_at, candidate_bytes) IN (0, 6)
                    AND candidate_state IN ('pending', 'processing', 'failed')
-                   AND (candidate_state IS NOT DISTINCT FROM 'failed') = (candidate_error_code IS NOT NULL)));
+                   AND (candidate_state IS NOT DISTINCT FROM 'failed') = (candidate_error_code IS NOT NULL)))
+        NOT VALID;

@@ -14,7 +14,8 @@
 //! Beside the rates it prints what each add and each promotion cost in CPU
 //! time, PostgreSQL's (the sessions the API or the workers opened) and the
 //! process's own (`cpu`): a figure that moves much less with the rest of the
-//! machine than a rate does, for comparing builds.
+//! machine than a rate does, for comparing builds. PostgreSQL's part is NaN
+//! when PostgreSQL runs on another host (its sessions cannot be read here).
 //!
 //! With `SVC_BENCH_SLOW_PLANS_MS=N` PostgreSQL logs the plan of every
 //! statement slower than N ms (`auto_explain`, in the server's log): how the
@@ -240,9 +241,9 @@ async fn import(
     let worker_pids: Vec<u32> = workers.iter().filter_map(Spawned::pid).collect();
     let metered = async |pool: &sqlx::PgPool| -> anyhow::Result<[cpu::Reading; 4]> {
         Ok([
-            cpu::Reading::of(cpu::sessions(pool, &database, "svc-api").await?),
+            cpu::Reading::of_sessions(cpu::sessions(pool, &database, "svc-api").await?),
             cpu::Reading::of([api_pid]),
-            cpu::Reading::of(cpu::sessions(pool, &database, "svc-worker").await?),
+            cpu::Reading::of_sessions(cpu::sessions(pool, &database, "svc-worker").await?),
             cpu::Reading::of(worker_pids.iter().copied()),
         ])
     };

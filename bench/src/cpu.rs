@@ -24,34 +24,54 @@ fn parse(stat: &str) -> Option<f64> {
     Some((user + system) as f64 / TICKS)
 }
 
-/// CPU seconds of each process, by pid.
-#[derive(Clone, Debug, Default)]
-pub struct Reading(HashMap<u32, f64>);
+/// CPU seconds of each process, by pid; `None` when the processes cannot be
+/// read from here (PostgreSQL on another host or in another pid namespace).
+#[derive(Clone, Debug)]
+pub struct Reading(Option<HashMap<u32, f64>>);
+
+impl Default for Reading {
+    fn default() -> Self {
+        Self(Some(HashMap::new()))
+    }
+}
 
 impl Reading {
     /// Reads the processes `pids` now.
     pub fn of(pids: impl IntoIterator<Item = u32>) -> Self {
-        Self(pids.into_iter().filter_map(|pid| Some((pid, seconds(pid)?))).collect())
+        Self(Some(pids.into_iter().filter_map(|pid| Some((pid, seconds(pid)?))).collect()))
     }
 
-    /// CPU seconds used since `before`. A process started since counts whole;
-    /// one gone since is not counted (its time is lost with it).
+    /// Reads the `sessions` now, if they could be found (see [`sessions`]).
+    pub fn of_sessions(sessions: Option<Vec<u32>>) -> Self {
+        sessions.map_or(Self(None), Self::of)
+    }
+
+    /// CPU seconds used since `before` (NaN if either could not be read). A
+    /// process started since counts whole; one gone since is not counted
+    /// (its time is lost with it).
     pub fn since(&self, before: &Reading) -> f64 {
+        let (Some(now), Some(before)) = (&self.0, &before.0) else { return f64::NAN };
         // A fold from 0.0: an empty `sum` of floats is -0.0, printed "-0.00".
-        self.0.iter().fold(0.0, |spent, (pid, now)| spent + now - before.0.get(pid).copied().unwrap_or(0.0))
+        now.iter().fold(0.0, |spent, (pid, now)| spent + now - before.get(pid).copied().unwrap_or(0.0))
     }
 }
 
 /// The PostgreSQL sessions (backend pids) of `database` that `application`
-/// opened.
-pub async fn sessions(pool: &sqlx::PgPool, database: &str, application: &str) -> sqlx::Result<Vec<u32>> {
+/// opened; `None` when they are not PostgreSQL processes of this host, whose
+/// CPU time the bench cannot read (a pid of another host or container would
+/// name an unrelated process here, or none).
+pub async fn sessions(pool: &sqlx::PgPool, database: &str, application: &str) -> sqlx::Result<Option<Vec<u32>>> {
     let pids: Vec<i32> =
         sqlx::query_scalar("SELECT pid FROM pg_stat_activity WHERE datname = $1 AND application_name = $2")
             .bind(database)
             .bind(application)
             .fetch_all(pool)
             .await?;
-    Ok(pids.into_iter().filter_map(|pid| u32::try_from(pid).ok()).collect())
+    let pids: Vec<u32> = pids.into_iter().filter_map(|pid| u32::try_from(pid).ok()).collect();
+    let local = pids.iter().all(|pid| {
+        std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|name| name.trim_end() == "postgres")
+    });
+    Ok(local.then_some(pids))
 }
 
 #[cfg(test)]
@@ -67,5 +87,7 @@ mod tests {
         assert!(seconds(std::process::id()).is_some());
         let none = Reading::of([u32::MAX]).since(&Reading::default());
         assert!(none == 0.0 && none.is_sign_positive(), "{none}");
+        assert!(Reading::of_sessions(None).since(&Reading::default()).is_nan());
+        assert!(Reading::default().since(&Reading::of_sessions(None)).is_nan());
     }
 }

@@ -64,9 +64,9 @@ pub struct Backlog {
 /// Merges the Agent's index while it has [`FRESH_LIMIT`] fresh documents or
 /// [`MASK_LIMIT`] masks (a few rounds at most), unless another merge of it
 /// runs. What a promotion calls after its commit, with the backlog its
-/// transaction counted (`known`; else it is read first). A promotion that
-/// counted beside another of the same Agent may both fall one short of a
-/// limit: the next promotion, or the sweep, merges then.
+/// transaction counted (`known`; else it is read first). Promotions of the
+/// same Agent counting side by side miss each other's documents, so each
+/// may fall short of a limit: the next promotion, or the sweep, merges then.
 pub async fn maintain(pool: &PgPool, agent: AgentId, known: Option<Backlog>) -> Result<()> {
     let mut known = known;
     for _ in 0..8 {
