@@ -21,6 +21,7 @@ mod identity;
 mod index;
 mod knowledge;
 mod mcp;
+mod migrations;
 mod public;
 mod reconcile;
 mod resource_metadata;

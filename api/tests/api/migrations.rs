@@ -1,0 +1,54 @@
+//! Migrations that take exclusive locks on tables the service keeps busy.
+
+use sqlx::{Connection, PgPool};
+
+/// Migration 0023 needs four tables exclusively, `workspaces` and `agents`
+/// among them. While a transaction holds one of them, the migration waits,
+/// but in tries of 100 ms that let go of what they took: reads of the other
+/// three go on meanwhile (taken one by one, each waiting its 5 s, it held
+/// the first it got while it waited for the next). Once the holder commits,
+/// the migration finishes, and 0024 validates the CHECKs it added.
+#[sqlx::test(migrations = false)]
+async fn migration_0023_never_holds_a_table_while_it_waits_for_another(pool: PgPool) {
+    let migrator = sqlx::migrate!("../migrations");
+    migrator.run_to(22, &pool).await.unwrap();
+
+    let mut holder = pool.acquire().await.unwrap().detach();
+    let mut held = holder.begin().await.unwrap();
+    sqlx::query("SELECT count(*) FROM agents").execute(&mut *held).await.unwrap();
+
+    let migrating = {
+        let pool = pool.clone();
+        tokio::spawn(async move { sqlx::migrate!("../migrations").run(&pool).await })
+    };
+    let mut reader = pool.acquire().await.unwrap().detach();
+    // Far above a try's 100 ms; below the 5 s a table was held before.
+    sqlx::query("SET lock_timeout = '2s'").execute(&mut reader).await.unwrap();
+    for table in ["workspaces", "knowledge_sources", "knowledge_revisions"].repeat(4) {
+        let read = format!("SELECT count(*) FROM {table}");
+        sqlx::query(sqlx::AssertSqlSafe(read)).execute(&mut reader).await.unwrap_or_else(|e| panic!("{table}: {e}"));
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert!(!migrating.is_finished(), "the migration waits for the table the holder reads");
+
+    held.commit().await.unwrap();
+    migrating.await.unwrap().unwrap();
+    let dropped: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM pg_constraint
+         WHERE conname IN ('knowledge_revisions_agent_id_fkey', 'knowledge_revisions_workspace_id_fkey',
+                           'knowledge_sources_workspace_id_fkey')",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!(dropped, 0);
+    let validated: Vec<bool> = sqlx::query_scalar(
+        "SELECT convalidated FROM pg_constraint WHERE conname LIKE 'knowledge_sources_%_shown_check'",
+    )
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    assert_eq!(validated, [true, true]);
+    reader.close().await.unwrap();
+    holder.close().await.unwrap();
+}
