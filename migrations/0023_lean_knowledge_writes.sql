@@ -19,27 +19,33 @@
 --
 -- Dropping a foreign key locks both its tables exclusively (here
 -- workspaces, agents, knowledge_sources and knowledge_revisions), and so does
--- replacing a CHECK. All four are taken at once, in the order the service's
--- writers take them (a Workspace, its Agent, a source, its revisions); a try
--- waits at most 100 ms and, failing, lets go of what it took, so no request
--- queues behind the migration for longer than that, none deadlocks with it,
--- and it gives up after about 10 s of tries (run `svc-api migrate` again).
--- The CHECKs are added NOT VALID (no read of the table under the lock) and
--- validated by migration 0024, which lets reads and writes go on.
+-- replacing a CHECK. All four are taken in one go, in tries that wait at most
+-- 100 ms for each table and, failing, let go of what they took: requests
+-- queue behind the migration for a fraction of a second at a time, and a
+-- cycle with a request's locks is broken by the migration's timeout before
+-- PostgreSQL's deadlock check (1 s) runs. The two tables (auto)vacuum works
+-- on come first, so a try blocked by a vacuum holds nothing. After 50 tries
+-- (10 to 25 s) a last one waits up to 3 s per table: long enough for
+-- PostgreSQL to cancel an autovacuum in the way, which only a waiter past
+-- deadlock_timeout does. If that fails too, the migration fails (run
+-- `svc-api migrate` again). The CHECKs are added NOT VALID (no read of the
+-- table under the lock) and validated by migration 0024, which lets reads
+-- and writes go on.
 DO $$
 BEGIN
     SET LOCAL lock_timeout = '100ms';
     FOR attempt IN 1..50 LOOP
         BEGIN
-            LOCK TABLE workspaces, agents, knowledge_sources, knowledge_revisions IN ACCESS EXCLUSIVE MODE;
+            LOCK TABLE knowledge_revisions, knowledge_sources, agents, workspaces IN ACCESS EXCLUSIVE MODE;
             RETURN;
         EXCEPTION WHEN lock_not_available THEN
             PERFORM pg_sleep(0.1);
         END;
     END LOOP;
-    RAISE EXCEPTION 'the knowledge tables stayed busy for 10 s; run the migration again'
-        USING ERRCODE = 'lock_not_available';
+    SET LOCAL lock_timeout = '3s';
+    LOCK TABLE knowledge_revisions, knowledge_sources, agents, workspaces IN ACCESS EXCLUSIVE MODE;
 END $$;
+SET LOCAL lock_timeout = DEFAULT;
 
 ALTER TABLE knowledge_revisions
     DROP CONSTRAINT knowledge_revisions_agent_id_fkey,

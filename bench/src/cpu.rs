@@ -58,8 +58,8 @@ impl Reading {
 
 /// The PostgreSQL sessions (backend pids) of `database` that `application`
 /// opened; `None` when they are not PostgreSQL processes of this host, whose
-/// CPU time the bench cannot read (a pid of another host or container would
-/// name an unrelated process here, or none).
+/// CPU time the bench cannot read (a pid of another host or container names
+/// an unrelated process here, or none).
 pub async fn sessions(pool: &sqlx::PgPool, database: &str, application: &str) -> sqlx::Result<Option<Vec<u32>>> {
     let pids: Vec<i32> =
         sqlx::query_scalar("SELECT pid FROM pg_stat_activity WHERE datname = $1 AND application_name = $2")
@@ -68,10 +68,17 @@ pub async fn sessions(pool: &sqlx::PgPool, database: &str, application: &str) ->
             .fetch_all(pool)
             .await?;
     let pids: Vec<u32> = pids.into_iter().filter_map(|pid| u32::try_from(pid).ok()).collect();
-    let local = pids.iter().all(|pid| {
-        std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|name| name.trim_end() == "postgres")
-    });
-    Ok(local.then_some(pids))
+    let names: Vec<String> =
+        pids.iter().filter_map(|pid| std::fs::read_to_string(format!("/proc/{pid}/comm")).ok()).collect();
+    Ok(here(pids.len(), &names).then_some(pids))
+}
+
+/// Whether `listed` sessions are processes of this host, given the names of
+/// those found in `/proc`. A session that ended since it was listed is not
+/// there and proves nothing either way; at least one must be there, and all
+/// those there must be PostgreSQL's.
+fn here(listed: usize, names: &[String]) -> bool {
+    listed == 0 || (!names.is_empty() && names.iter().all(|name| name.trim_end() == "postgres"))
 }
 
 #[cfg(test)]
@@ -89,5 +96,15 @@ mod tests {
         assert!(none == 0.0 && none.is_sign_positive(), "{none}");
         assert!(Reading::of_sessions(None).since(&Reading::default()).is_nan());
         assert!(Reading::default().since(&Reading::of_sessions(None)).is_nan());
+    }
+
+    #[test]
+    fn sessions_are_here_when_those_found_are_postgres() {
+        let names = |list: &[&str]| list.iter().map(|n| format!("{n}\n")).collect::<Vec<_>>();
+        assert!(here(0, &[]));
+        assert!(here(2, &names(&["postgres", "postgres"])));
+        assert!(here(2, &names(&["postgres"])), "one ended since it was listed");
+        assert!(!here(2, &[]), "none of them is a process here");
+        assert!(!here(2, &names(&["postgres", "bash"])), "a pid naming another process");
     }
 }

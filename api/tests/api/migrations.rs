@@ -4,12 +4,13 @@ use sqlx::{Connection, PgPool};
 
 /// Migration 0023 needs four tables exclusively, `workspaces` and `agents`
 /// among them. While a transaction holds one of them, the migration waits,
-/// but in tries of 100 ms that let go of what they took: reads of the other
-/// three go on meanwhile (taken one by one, each waiting its 5 s, it held
-/// the first it got while it waited for the next). Once the holder commits,
-/// the migration finishes, and 0024 validates the CHECKs it added.
+/// but in tries of at most 100 ms a table that let go of what they took:
+/// reads of the other three go on meanwhile (taken one by one, each waiting
+/// its 5 s, it held the first it got while it waited for the next). Once the
+/// holder commits, the migration finishes, and 0024 validates the CHECKs it
+/// added.
 #[sqlx::test(migrations = false)]
-async fn migration_0023_never_holds_a_table_while_it_waits_for_another(pool: PgPool) {
+async fn migration_0023_lets_the_other_tables_be_read_while_it_waits(pool: PgPool) {
     let migrator = sqlx::migrate!("../migrations");
     migrator.run_to(22, &pool).await.unwrap();
 
@@ -21,6 +22,19 @@ async fn migration_0023_never_holds_a_table_while_it_waits_for_another(pool: PgP
         let pool = pool.clone();
         tokio::spawn(async move { sqlx::migrate!("../migrations").run(&pool).await })
     };
+    // The reads start once the migration waits for `agents`.
+    let waiting = "SELECT count(*) FROM pg_locks l JOIN pg_class c ON c.oid = l.relation
+                   WHERE c.relname = 'agents' AND NOT l.granted";
+    let mut seen = false;
+    for _ in 0..3_000 {
+        let waiters: i64 = sqlx::query_scalar(waiting).fetch_one(&pool).await.unwrap();
+        if waiters > 0 {
+            seen = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    assert!(seen, "the migration never waited for agents");
     let mut reader = pool.acquire().await.unwrap().detach();
     // Far above a try's 100 ms; below the 5 s a table was held before.
     sqlx::query("SET lock_timeout = '2s'").execute(&mut reader).await.unwrap();
