@@ -24,7 +24,7 @@ use sqlx::{Connection, PgPool};
 use super::postings::{self, Posting};
 use crate::error::{Error, Result};
 use crate::ids::{AgentId, RevisionId};
-use crate::store::knowledge::{Document, merge_key};
+use crate::store::knowledge::{Document, MergeBacklog, merge_key};
 use crate::store::types::StoredLanguage;
 use crate::store::{self};
 
@@ -52,31 +52,18 @@ pub struct Merged {
     pub dropped: usize,
 }
 
-/// An Agent's merge backlog.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Backlog {
-    /// Fresh documents.
-    pub fresh: i64,
-    /// Masks.
-    pub masks: i64,
-}
-
 /// Merges the Agent's index while it has [`FRESH_LIMIT`] fresh documents or
 /// [`MASK_LIMIT`] masks (a few rounds at most), unless another merge of it
 /// runs. What a promotion calls after its commit, with the backlog its
 /// transaction counted (`known`; else it is read first). Promotions of the
 /// same Agent counting side by side miss each other's documents, so each
 /// may fall short of a limit: the next promotion, or the sweep, merges then.
-pub async fn maintain(pool: &PgPool, agent: AgentId, known: Option<Backlog>) -> Result<()> {
+pub async fn maintain(pool: &PgPool, agent: AgentId, known: Option<MergeBacklog>) -> Result<()> {
     let mut known = known;
     for _ in 0..8 {
-        let Backlog { fresh, masks } = match known.take() {
+        let MergeBacklog { fresh, masks } = match known.take() {
             Some(backlog) => backlog,
-            None => {
-                let mut conn = pool.acquire().await?;
-                let (fresh, masks) = store::knowledge::merge_backlog(&mut conn, agent).await?;
-                Backlog { fresh, masks }
-            }
+            None => store::knowledge::merge_backlog(&mut *pool.acquire().await?, agent).await?,
         };
         if fresh < FRESH_LIMIT && masks < MASK_LIMIT {
             return Ok(());

@@ -24,12 +24,11 @@ use backon::Retryable;
 use sqlx::{Connection, PgPool};
 use tokio::sync::Notify;
 
-use super::merge::Backlog;
 use super::{error_code, passages};
 use crate::entitlements::LimitKey;
 use crate::error::{Error, Result};
 use crate::ids::RevisionId;
-use crate::store::knowledge::{Claimed, Material, Passages, Processed, Promoted, Refusal};
+use crate::store::knowledge::{Claimed, Material, MergeBacklog, Passages, Processed, Promoted, Refusal};
 use crate::store::usage::Delta;
 use crate::store::{self};
 
@@ -323,7 +322,7 @@ async fn attempt(pool: &PgPool, revision: RevisionId, owner: &str, material: Opt
 
 enum Promotion {
     /// Promoted, leaving the Agent's index with this merge backlog.
-    Done(Backlog),
+    Done(MergeBacklog),
     /// Nothing indexable.
     Empty,
     /// This worker no longer holds the revision.
@@ -371,7 +370,7 @@ async fn promote(
         passages: indexed.passages,
         tokens: indexed.tokens,
     };
-    let mut backlog = Backlog { fresh: indexed.fresh, masks: indexed.masks };
+    let mut backlog = indexed.backlog;
     let previous = match store::knowledge::promote(&mut tx, &processed).await? {
         Promoted::Done { previous } => previous,
         Promoted::Superseded => {

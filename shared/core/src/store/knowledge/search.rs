@@ -5,6 +5,7 @@ use futures_util::stream::BoxStream;
 use sqlx::PgConnection;
 use uuid::Uuid;
 
+use super::MergeBacklog;
 use crate::ids::{AgentId, RevisionId, SourceId};
 use crate::store::types::StoredLanguage;
 
@@ -36,10 +37,8 @@ pub struct Indexed {
     pub passages: i64,
     /// Word occurrences of those passages.
     pub tokens: i64,
-    /// The Agent's fresh documents, this one included.
-    pub fresh: i64,
-    /// The Agent's masks.
-    pub masks: i64,
+    /// The Agent's merge backlog, this document among its fresh ones.
+    pub backlog: MergeBacklog,
 }
 
 /// Writes a revision's passages, indexed in its language (the revision's title
@@ -104,7 +103,8 @@ pub async fn index(conn: &mut PgConnection, passages: &Passages<'_>) -> sqlx::Re
     )
     .fetch_one(&mut *conn)
     .await?;
-    Ok(Indexed { passages: indexed.passages, tokens: indexed.tokens, fresh: indexed.fresh, masks: indexed.masks })
+    let backlog = MergeBacklog { fresh: indexed.fresh, masks: indexed.masks };
+    Ok(Indexed { passages: indexed.passages, tokens: indexed.tokens, backlog })
 }
 
 /// The languages an Agent's indexed documents are in.

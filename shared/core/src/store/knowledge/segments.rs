@@ -43,9 +43,19 @@ pub async fn drop_index_of(conn: &mut PgConnection, agent: AgentId) -> sqlx::Res
     Ok(())
 }
 
+/// What a merge of an Agent's index would take in (the index statement
+/// counts the same, `search::index`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MergeBacklog {
+    /// Fresh documents.
+    pub fresh: i64,
+    /// Masks.
+    pub masks: i64,
+}
+
 /// An Agent's fresh documents and masks: what a merge would take in.
 #[tracing::instrument(level = "debug", skip(conn))]
-pub async fn merge_backlog(conn: &mut PgConnection, agent: AgentId) -> sqlx::Result<(i64, i64)> {
+pub async fn merge_backlog(conn: &mut PgConnection, agent: AgentId) -> sqlx::Result<MergeBacklog> {
     let row = sqlx::query!(
         r#"
         SELECT (SELECT count(*) FROM knowledge_documents WHERE agent_id = $1 AND segment_id IS NULL) AS "fresh!",
@@ -55,7 +65,7 @@ pub async fn merge_backlog(conn: &mut PgConnection, agent: AgentId) -> sqlx::Res
     )
     .fetch_one(conn)
     .await?;
-    Ok((row.fresh, row.masks))
+    Ok(MergeBacklog { fresh: row.fresh, masks: row.masks })
 }
 
 /// Agents with at least `fresh` fresh documents or `masks` masks.
