@@ -58,8 +58,7 @@ pub struct Merged {
 /// transaction counted (`known`; else it is read first). Promotions of the
 /// same Agent counting side by side miss each other's documents, so each
 /// may fall short of a limit: the next promotion, or the sweep, merges then.
-pub async fn maintain(pool: &PgPool, agent: AgentId, known: Option<MergeBacklog>) -> Result<()> {
-    let mut known = known;
+pub async fn maintain(pool: &PgPool, agent: AgentId, mut known: Option<MergeBacklog>) -> Result<()> {
     for _ in 0..8 {
         let MergeBacklog { fresh, masks } = match known.take() {
             Some(backlog) => backlog,
