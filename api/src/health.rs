@@ -62,7 +62,7 @@ async fn ping_redis(client: &redis::Client) -> redis::RedisResult<()> {
 
 pub async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
     let mut scrape = Scrape::default();
-    crate::metrics::pool_figures(&mut scrape, state.service.pool());
+    crate::metrics::pool_figures(&mut scrape, state.service.pool(), state.service.warm_connections());
     queue_figures(&state, &mut scrape).await;
     wait_cache_figures(&state, &mut scrape);
     caller_cache_figures(&state, &mut scrape);

@@ -144,15 +144,17 @@ impl Scrape {
     }
 }
 
-/// The pool's connections by state.
-pub fn pool_figures(scrape: &mut Scrape, pool: &sqlx::PgPool) {
+/// The pool's connections by state: `warm` ones are kept for the next
+/// request (`svc_core::runtime::warm`), which the pool counts in use.
+pub fn pool_figures(scrape: &mut Scrape, pool: &sqlx::PgPool, warm: usize) {
     let idle = pool.num_idle() as i64;
+    let warm = warm as i64;
     let size = i64::from(pool.size());
     scrape.gauges(
         "svc_db_connections",
         "Database pool connections by state",
         "state",
-        &[("idle", idle), ("in_use", (size - idle).max(0))],
+        &[("idle", idle), ("warm", warm), ("in_use", (size - idle - warm).max(0))],
     );
 }
 

@@ -1,6 +1,8 @@
 //! Load benchmark: requests/s and latency of operations over HTTP, beside the
 //! practical limit measured in the same run: a bare axum handler doing the same
-//! single-row SELECT on the same pool.
+//! single-row SELECT on the same pool. A second bare handler takes its
+//! connection as the service does, kept warm between requests
+//! (`svc_core::runtime::warm`): the limit for that way of using the pool.
 //!
 //! It creates its own database on the server `DATABASE_URL` points at, serves the
 //! real router in-process on a free port, drives it from keep-alive HTTP/1.1
@@ -9,6 +11,7 @@
 //! `cargo run --release -p svc-bench -- requests [--seconds N] [--rounds N] [--connections N] [--only NAME[,NAME...]]`
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
@@ -22,6 +25,7 @@ use hyper_util::rt::TokioIo;
 use serde_json::{Value, json};
 use sqlx::PgPool;
 use svc_core::ids::AgentId;
+use svc_core::runtime::warm::Warm;
 use svc_tests::{ISSUER, TestIssuer};
 use tokio::net::TcpStream;
 
@@ -54,6 +58,8 @@ fn options(args: Vec<String>) -> anyhow::Result<Options> {
 
 /// The scenario the others are compared with.
 const LIMIT: &str = "bare SELECT (limit)";
+/// The same on a connection kept warm, as the service keeps them.
+const WARM_LIMIT: &str = "bare SELECT, warm connection";
 
 /// One load scenario: a request to send again and again.
 #[derive(Clone)]
@@ -154,7 +160,8 @@ async fn bench(options: &Options, url: &str) -> anyhow::Result<()> {
     let config = crate::common::config(url, &format!("svcbench_{}", std::process::id()));
     let state = svc_api::AppState::new(pool.clone(), &config)?;
     let app = svc_api::router(state, &config, tokio_util::sync::CancellationToken::new())
-        .merge(Router::new().route("/bench/bare/{id}", get(bare_agent)).with_state(pool.clone()));
+        .merge(Router::new().route("/bench/bare/{id}", get(bare_agent)).with_state(pool.clone()))
+        .merge(Router::new().route("/bench/warm/{id}", get(warm_agent)).with_state(Arc::new(Warm::new(pool.clone()))));
     let addr = crate::common::serve(app).await?;
     eprintln!("serving on http://{addr}");
     // The same API over the same database, reading every wait from PostgreSQL.
@@ -223,6 +230,17 @@ async fn bench(options: &Options, url: &str) -> anyhow::Result<()> {
             writes: false,
             method: Method::GET,
             path: format!("/bench/bare/{agent_uuid}"),
+            headers: vec![],
+            body: Value::Null,
+            beside: None,
+            server: Server::Default,
+            mcp: false,
+        },
+        Scenario {
+            name: WARM_LIMIT,
+            writes: false,
+            method: Method::GET,
+            path: format!("/bench/warm/{agent_uuid}"),
             headers: vec![],
             body: Value::Null,
             beside: None,
@@ -339,6 +357,12 @@ async fn bench(options: &Options, url: &str) -> anyhow::Result<()> {
             r.p99.as_secs_f64() * 1e3,
         );
     }
+    // The service's rows beside the bare handler that uses the pool as it does.
+    if let Some(warm) = results.iter().find(|r| r.name == WARM_LIMIT) {
+        for r in results.iter().filter(|r| r.name.starts_with("agent.inspect (") && !r.name.ends_with(", MCP)")) {
+            println!("{}: of the {WARM_LIMIT} = {:.2}", r.name, r.per_second / warm.per_second);
+        }
+    }
     // Each MCP row beside the same call over HTTP.
     for r in results.iter().filter(|r| r.name.ends_with(", MCP)")) {
         let http = r.name.replace(", MCP)", ")");
@@ -358,14 +382,28 @@ fn median(mut rounds: Vec<Measured>) -> Measured {
 
 /// The practical limit: routing, one pooled single-row SELECT, a JSON answer.
 async fn bare_agent(State(pool): State<PgPool>, Path(id): Path<uuid_like::Uuid>) -> Json<Value> {
-    let row: Option<(String, String)> =
-        sqlx::query_as("SELECT name, slug FROM agents WHERE id = $1 AND deleted_at IS NULL")
-            .bind(id.0)
-            .fetch_optional(&pool)
-            .await
-            .ok()
-            .flatten();
+    let row = agent_row(&pool, id).await.ok().flatten();
     Json(json!({ "agent": row.map(|(name, slug)| json!({ "name": name, "slug": slug })) }))
+}
+
+/// The same, with the connection kept warm for the next request once its
+/// query finished, as the service's requests do.
+async fn warm_agent(State(warm): State<Arc<Warm>>, Path(id): Path<uuid_like::Uuid>) -> Json<Value> {
+    let mut row = None;
+    if let Ok(mut conn) = warm.acquire().await
+        && let Ok(found) = agent_row(&mut *conn, id).await
+    {
+        warm.keep(conn);
+        row = found;
+    }
+    Json(json!({ "agent": row.map(|(name, slug)| json!({ "name": name, "slug": slug })) }))
+}
+
+async fn agent_row<'c>(conn: impl sqlx::PgExecutor<'c>, id: uuid_like::Uuid) -> sqlx::Result<Option<(String, String)>> {
+    sqlx::query_as("SELECT name, slug FROM agents WHERE id = $1 AND deleted_at IS NULL")
+        .bind(id.0)
+        .fetch_optional(conn)
+        .await
 }
 
 mod uuid_like {

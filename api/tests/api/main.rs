@@ -29,5 +29,6 @@ mod revision_states;
 mod statistics;
 mod turns;
 mod usage;
+mod warm;
 mod widget_public;
 mod workspaces;

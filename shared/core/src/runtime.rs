@@ -1,5 +1,7 @@
 //! What both processes set up the same way: logging and the database pool.
 
+pub mod warm;
+
 use std::time::Duration;
 
 use std::str::FromStr;

@@ -24,6 +24,7 @@ use crate::jobs::{Job, Queue};
 use crate::knowledge::Backlog;
 use crate::knowledge::waits::{WaitCache, WaitCacheFigures};
 use crate::ops;
+use crate::runtime::warm::Warm;
 use crate::store::callers::Selector;
 use crate::validate::Validators;
 
@@ -48,6 +49,8 @@ pub struct Reply {
 /// The domain: one per process, shared by every surface.
 pub struct Service {
     pub(crate) pool: PgPool,
+    /// Connections kept between requests (see [`crate::runtime::warm`]).
+    warm: Warm,
     pub(crate) config: CoreConfig,
     pub(crate) gates: Gates,
     queue: Option<Queue>,
@@ -68,6 +71,7 @@ impl Service {
         let waits = WaitCache::new(config.wait_cache_entries, config.wait_cache_max_age);
         let callers = CallerCache::new(config.caller_cache_entries, config.caller_cache_max_age);
         Ok(Self {
+            warm: Warm::new(pool.clone()),
             pool,
             config,
             gates,
@@ -144,6 +148,12 @@ impl Service {
         &self.pool
     }
 
+    /// Pooled connections kept warm for the next request right now (the pool
+    /// counts them in use).
+    pub fn warm_connections(&self) -> usize {
+        self.warm.kept()
+    }
+
     pub fn config(&self) -> &CoreConfig {
         &self.config
     }
@@ -188,7 +198,7 @@ pub struct Session<'a> {
 impl Session<'_> {
     pub(crate) async fn conn(&mut self) -> crate::error::Result<&mut PgConnection> {
         if self.conn.is_none() {
-            self.conn = Some(self.service.pool.acquire().await?);
+            self.conn = Some(self.service.warm.acquire().await?);
         }
         match &mut self.conn {
             Some(conn) => Ok(&mut **conn),
@@ -196,9 +206,13 @@ impl Session<'_> {
         }
     }
 
-    /// Returns the connection to the pool; the next step takes one again.
+    /// Hands the connection back between steps (every step so far finished);
+    /// the next step takes one again. It is kept warm for the next request
+    /// (see [`crate::runtime::warm`]).
     pub fn release(&mut self) {
-        self.conn = None;
+        if let Some(conn) = self.conn.take() {
+            self.service.warm.keep(conn);
+        }
     }
 
     /// Closes the connection instead of returning it: its state is unknown.
@@ -399,10 +413,14 @@ impl Session<'_> {
             // transaction has started, a lost connection leaves its outcome
             // unknown, and the client retries with the same idempotency key.
             let result = ops::dispatch(&ctx, self, op, input, idempotency_key).await.map_err(Error::into_problem);
-            if result.is_ok() && changes_callers(op) {
-                // This process's next request must not use a caller from before
-                // (other processes hear of it from PostgreSQL).
-                service.forget_callers();
+            if result.is_ok() {
+                // Its transaction is committed: the connection is clean.
+                self.release();
+                if changes_callers(op) {
+                    // This process's next request must not use a caller from
+                    // before (other processes hear of it from PostgreSQL).
+                    service.forget_callers();
+                }
             }
             return result;
         }
@@ -413,6 +431,10 @@ impl Session<'_> {
             && self.lost_and_reconnected(error).await
         {
             result = ops::dispatch(&ctx, self, op, again, None).await;
+        }
+        if result.is_ok() {
+            // Every query of the read finished: the connection is clean.
+            self.release();
         }
         result.map_err(Error::into_problem)
     }

@@ -1,0 +1,142 @@
+//! Connections kept warm between requests (`svc_core::runtime::warm`): what
+//! is handed out again, what goes back to the pool, and which requests keep
+//! theirs.
+
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use sqlx::PgPool;
+use sqlx::postgres::PgPoolOptions;
+use svc_core::runtime::warm::Warm;
+
+use crate::helpers::{Tenant, assert_ok, assert_problem};
+
+const LONG: Duration = Duration::from_secs(3_600);
+
+/// A pool of its own over the test's database, which a test may close.
+async fn own_pool(pool: &PgPool, max: u32) -> PgPool {
+    PgPoolOptions::new().max_connections(max).connect_with((*pool.connect_options()).clone()).await.unwrap()
+}
+
+async fn backend(conn: &mut sqlx::PgConnection) -> i32 {
+    sqlx::query_scalar("SELECT pg_backend_pid()").fetch_one(conn).await.unwrap()
+}
+
+async fn until(deadline: Duration, what: &str, done: impl Fn() -> bool) {
+    let started = Instant::now();
+    while !done() {
+        assert!(started.elapsed() < deadline, "{what}: not within {deadline:?}");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+#[sqlx::test(migrations = "../migrations")]
+async fn a_kept_connection_is_the_next_one_handed_out(pool: PgPool) {
+    let warm = Warm::with_capacity(pool.clone(), 2, LONG);
+    let mut first = warm.acquire().await.unwrap();
+    let mut second = warm.acquire().await.unwrap();
+    let (first_pid, second_pid) = (backend(&mut first).await, backend(&mut second).await);
+    warm.keep(first);
+    warm.keep(second);
+    assert_eq!(warm.kept(), 2);
+    // The most recently kept first.
+    assert_eq!(backend(&mut warm.acquire().await.unwrap()).await, second_pid);
+    assert_eq!(backend(&mut warm.acquire().await.unwrap()).await, first_pid);
+    assert_eq!(warm.kept(), 0);
+}
+
+#[sqlx::test(migrations = "../migrations")]
+async fn no_more_than_its_capacity_is_kept(pool: PgPool) {
+    let pool = own_pool(&pool, 3).await;
+    let warm = Warm::with_capacity(pool.clone(), 1, LONG);
+    let (a, b) = (warm.acquire().await.unwrap(), warm.acquire().await.unwrap());
+    warm.keep(a);
+    warm.keep(b);
+    assert_eq!(warm.kept(), 1);
+    // The other went back to the pool, for anyone to take.
+    until(Duration::from_secs(10), "the connection not kept is idle in the pool", || pool.num_idle() == 1).await;
+    let none = Warm::with_capacity(pool.clone(), 0, LONG);
+    none.keep(pool.acquire().await.unwrap());
+    assert_eq!(none.kept(), 0);
+}
+
+#[sqlx::test(migrations = "../migrations")]
+async fn a_connection_kept_past_its_time_goes_back_to_the_pool(pool: PgPool) {
+    let pool = own_pool(&pool, 2).await;
+    let warm = Warm::with_capacity(pool.clone(), 2, Duration::from_millis(20));
+    let mut conn = warm.acquire().await.unwrap();
+    let pid = backend(&mut conn).await;
+    warm.keep(conn);
+    assert_eq!(warm.kept(), 1);
+    // Handed back without anyone asking, and idle in the pool.
+    until(Duration::from_secs(10), "the stale connection is back in the pool", || {
+        warm.kept() == 0 && pool.num_idle() == 1
+    })
+    .await;
+    assert_eq!(backend(&mut pool.acquire().await.unwrap()).await, pid);
+}
+
+#[sqlx::test(migrations = "../migrations")]
+async fn a_stale_connection_is_not_handed_out(pool: PgPool) {
+    // Never fresh: a kept connection goes back to the pool when the next
+    // request asks, which gets one from the pool instead.
+    let warm = Warm::with_capacity(pool.clone(), 2, Duration::ZERO);
+    warm.keep(warm.acquire().await.unwrap());
+    let mut conn = warm.acquire().await.unwrap();
+    assert_eq!(warm.kept(), 0);
+    backend(&mut conn).await;
+}
+
+#[sqlx::test(migrations = "../migrations")]
+async fn a_closed_pool_gets_its_kept_connections_back(pool: PgPool) {
+    let pool = own_pool(&pool, 2).await;
+    let warm = Warm::with_capacity(pool.clone(), 2, LONG);
+    let (kept, in_use) = (warm.acquire().await.unwrap(), warm.acquire().await.unwrap());
+    warm.keep(kept);
+    // Well past the hand-back task's first look, so only the closing can
+    // hand it back (it is fresh for an hour).
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert_eq!(warm.kept(), 1);
+    // close() waits for every connection: it ends only once the kept one is
+    // handed back and the one in use is not kept after the pool closed.
+    let closing = tokio::spawn({
+        let pool = pool.clone();
+        async move { pool.close().await }
+    });
+    until(Duration::from_secs(10), "the pool is closed", || pool.is_closed()).await;
+    warm.keep(in_use);
+    tokio::time::timeout(Duration::from_secs(10), closing).await.expect("the pool closes").unwrap();
+    assert_eq!(warm.kept(), 0);
+}
+
+#[sqlx::test(migrations = "../migrations")]
+async fn a_request_that_succeeded_leaves_its_connection_warm_and_one_that_failed_does_not(pool: PgPool) {
+    let t = Tenant::new(pool).await;
+    let warm = async || t.app.metric("svc_db_connections{state=\"warm\"}").await;
+    let inspect = json!({ "agentId": t.agent });
+    // Each check right after its request: a kept connection is handed back
+    // after 100 ms, so a slow moment is tried again.
+    let mut kept = false;
+    for _ in 0..20 {
+        assert_ok("agents/inspect", &t.call("agents/inspect", inspect.clone()).await);
+        if warm().await == 1.0 {
+            kept = true;
+            break;
+        }
+    }
+    assert!(kept, "a successful read keeps its connection");
+    // A failure takes the kept connection and does not keep it.
+    let missing = json!({ "agentId": "agt_00000000000000000000000000" });
+    assert_problem(&t.call("agents/inspect", missing).await, 404, "resource_not_found");
+    assert_eq!(warm().await, 0.0, "a failed call's connection goes back to sqlx");
+    let mut kept = false;
+    for i in 0..20 {
+        let renamed = json!({ "agentId": t.agent, "name": format!("Renamed {i}") });
+        assert_ok("agents/configure", &t.call("agents/configure", renamed).await);
+        if warm().await == 1.0 {
+            kept = true;
+            break;
+        }
+    }
+    assert!(kept, "a committed write keeps its connection");
+}

@@ -1,0 +1,171 @@
+//! Pooled connections kept warm between requests (issue 23 §4).
+//!
+//! sqlx checks every connection handed back to its pool with a round trip:
+//! dropping a `PoolConnection` spawns a task that pings PostgreSQL before the
+//! connection is idle again. That is a task, two system calls and a wake-up
+//! of a PostgreSQL backend per request, for a connection whose last step has
+//! just finished; on a 2-core machine it cost a bare single-row SELECT
+//! handler about a third of its throughput.
+//!
+//! A request whose steps all finished (its transaction committed or rolled
+//! back, every reply read) hands its connection to [`Warm`] instead, and the
+//! next request takes the most recently kept one. What stays as it was:
+//!
+//! - A connection is kept only for [`FRESH`], well under the pool's own
+//!   [`CHECK_AFTER_IDLE`](super::CHECK_AFTER_IDLE): a connection in steady use
+//!   is checked by using it, as before (a lost one is retried on a fresh
+//!   connection, see `Session`). Past that it goes back to sqlx, which pings
+//!   it and checks it again before handing it out.
+//! - A request cut off mid-step (its future dropped) never hands its
+//!   connection here: sqlx's ping flushes whatever that step left unread.
+//! - At most a quarter of the pool (and [`MAX_KEPT`]) is kept, and a task
+//!   hands back every connection kept longer than [`FRESH`], so work that
+//!   takes connections from the pool directly waits no longer than before.
+//! - A closed pool gets its connections back at once, and so does sqlx when
+//!   the `Warm` is dropped.
+
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::time::{Duration, Instant};
+
+use sqlx::pool::PoolConnection;
+use sqlx::{PgPool, Postgres};
+
+/// How long a kept connection is handed out without a check.
+pub const FRESH: Duration = Duration::from_millis(100);
+/// Connections kept at most, whatever the pool's size.
+pub const MAX_KEPT: usize = 8;
+
+/// Connections kept warm for the next request (see the module documentation).
+pub struct Warm {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    pool: PgPool,
+    capacity: usize,
+    fresh: Duration,
+    /// Oldest first: kept at the end, taken from the end.
+    kept: Mutex<Vec<Kept>>,
+}
+
+struct Kept {
+    conn: PoolConnection<Postgres>,
+    at: Instant,
+}
+
+impl Warm {
+    /// Keeps up to a quarter of `pool`'s connections (none outside a Tokio
+    /// runtime, where nothing could hand stale ones back).
+    pub fn new(pool: PgPool) -> Self {
+        let quarter = usize::try_from(pool.options().get_max_connections() / 4).unwrap_or(MAX_KEPT);
+        Self::with_capacity(pool, quarter.min(MAX_KEPT), FRESH)
+    }
+
+    /// Keeps up to `capacity` connections (0: none, every connection goes
+    /// back to sqlx), each for `fresh` at most.
+    pub fn with_capacity(pool: PgPool, capacity: usize, fresh: Duration) -> Self {
+        let runtime = tokio::runtime::Handle::try_current().ok();
+        let capacity = if runtime.is_some() { capacity } else { 0 };
+        let inner = Arc::new(Inner { pool, capacity, fresh, kept: Mutex::default() });
+        if let (Some(runtime), true) = (runtime, capacity > 0) {
+            runtime.spawn(hand_back_stale(Arc::downgrade(&inner)));
+        }
+        Self { inner }
+    }
+
+    /// The most recently kept connection that is still fresh, else one from
+    /// the pool.
+    pub async fn acquire(&self) -> sqlx::Result<PoolConnection<Postgres>> {
+        match self.inner.take() {
+            Some(conn) => Ok(conn),
+            None => self.inner.pool.acquire().await,
+        }
+    }
+
+    /// Keeps `conn` for the next request. Only for a connection whose every
+    /// step finished: nothing of it is checked here.
+    pub fn keep(&self, conn: PoolConnection<Postgres>) {
+        let inner = &self.inner;
+        let mut kept = inner.lock();
+        // Looked at under the lock: the hand-back on closing takes it after
+        // the pool is marked closed, so nothing is kept past it.
+        if kept.len() < inner.capacity && !inner.pool.is_closed() {
+            kept.push(Kept { conn, at: Instant::now() });
+        }
+    }
+
+    /// Connections kept right now (idle, though the pool counts them in use).
+    pub fn kept(&self) -> usize {
+        self.inner.lock().len()
+    }
+}
+
+impl Inner {
+    fn lock(&self) -> MutexGuard<'_, Vec<Kept>> {
+        // A panic while holding the lock leaves a plain list: still usable.
+        self.kept.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The newest kept connection, if fresh; a stale newest means all are
+    /// stale, and they go back to sqlx.
+    fn take(&self) -> Option<PoolConnection<Postgres>> {
+        let mut kept = self.lock();
+        let newest = kept.pop()?;
+        if newest.at.elapsed() < self.fresh {
+            return Some(newest.conn);
+        }
+        let stale = std::mem::take(&mut *kept);
+        drop(kept);
+        drop((newest, stale));
+        None
+    }
+
+    /// Hands back to sqlx what was kept longer than `fresh` (everything once
+    /// the pool is closed).
+    fn hand_back_stale(&self) {
+        let mut kept = self.lock();
+        let stale: Vec<Kept> = if self.pool.is_closed() {
+            std::mem::take(&mut *kept)
+        } else {
+            let older = kept.partition_point(|k| k.at.elapsed() >= self.fresh);
+            kept.drain(..older).collect()
+        };
+        drop(kept);
+        drop(stale);
+    }
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        let kept = std::mem::take(self.kept.get_mut().unwrap_or_else(std::sync::PoisonError::into_inner));
+        if tokio::runtime::Handle::try_current().is_err() {
+            // sqlx hands a connection back from a task it spawns, which needs
+            // a runtime: without one, close them here.
+            for k in kept {
+                drop(k.conn.detach());
+            }
+        }
+    }
+}
+
+/// Every `fresh`, hands back the stale connections, until the `Warm` is
+/// dropped; everything at once when the pool closes.
+async fn hand_back_stale(inner: Weak<Inner>) {
+    let Some((fresh, closed)) = inner.upgrade().map(|inner| (inner.fresh, inner.pool.close_event())) else {
+        return;
+    };
+    let mut closed = std::pin::pin!(closed);
+    let mut ticks = tokio::time::interval(fresh.max(Duration::from_millis(10)));
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        let closing = tokio::select! {
+            _ = ticks.tick() => false,
+            () = &mut closed => true,
+        };
+        let Some(inner) = inner.upgrade() else { return };
+        inner.hand_back_stale();
+        if closing {
+            return;
+        }
+    }
+}
