@@ -33,6 +33,7 @@ pub const DEFAULT_WAIT_CACHE_ENTRIES: usize = 10_000;
 pub const DEFAULT_WAIT_CACHE_MAX_AGE_MS: u64 = 1_000;
 pub const DEFAULT_CALLER_CACHE_ENTRIES: usize = 10_000;
 pub const DEFAULT_CALLER_CACHE_MAX_AGE_MS: u64 = 1_000;
+pub const DEFAULT_DB_WARM_MS: u64 = 100;
 pub const DEFAULT_DEV_ENV_FILE: &str = ".svc-dev.env";
 /// The client id the development identity provider knows when `SVC_OIDC_CLIENT_ID` is unset.
 pub const DEFAULT_DEV_CLIENT_ID: &str = "svc-cli";
@@ -151,6 +152,11 @@ pub struct ServeConfig {
     /// without the connection failing.
     #[arg(long, env = "SVC_CALLER_CACHE_MAX_AGE_MS", default_value_t = DEFAULT_CALLER_CACHE_MAX_AGE_MS)]
     pub caller_cache_max_age_ms: u64,
+    /// Milliseconds a request's connection is kept for the next request
+    /// instead of handed back to the pool (0: never; see
+    /// `svc_core::runtime::warm`).
+    #[arg(long, env = "SVC_DB_WARM_MS", default_value_t = DEFAULT_DB_WARM_MS)]
+    pub db_warm_ms: u64,
     /// Base URL of an OpenAI-compatible API (up to where `chat/completions`
     /// lives, e.g. `https://api.openai.com/v1`). Unset: extractive answers.
     #[arg(long, env = "SVC_LLM_BASE_URL")]
@@ -266,6 +272,7 @@ impl ServeConfig {
         core.wait_cache_max_age = Duration::from_millis(self.wait_cache_max_age_ms);
         core.caller_cache_entries = self.caller_cache_entries;
         core.caller_cache_max_age = Duration::from_millis(self.caller_cache_max_age_ms);
+        core.warm = Duration::from_millis(self.db_warm_ms);
         core
     }
 
@@ -375,6 +382,7 @@ impl Default for ServeConfig {
             wait_cache_max_age_ms: DEFAULT_WAIT_CACHE_MAX_AGE_MS,
             caller_cache_entries: DEFAULT_CALLER_CACHE_ENTRIES,
             caller_cache_max_age_ms: DEFAULT_CALLER_CACHE_MAX_AGE_MS,
+            db_warm_ms: DEFAULT_DB_WARM_MS,
             llm_base_url: None,
             llm_model: None,
             llm_api_key: None,

@@ -161,7 +161,11 @@ async fn bench(options: &Options, url: &str) -> anyhow::Result<()> {
     let state = svc_api::AppState::new(pool.clone(), &config)?;
     let app = svc_api::router(state, &config, tokio_util::sync::CancellationToken::new())
         .merge(Router::new().route("/bench/bare/{id}", get(bare_agent)).with_state(pool.clone()))
-        .merge(Router::new().route("/bench/warm/{id}", get(warm_agent)).with_state(Arc::new(Warm::new(pool.clone()))));
+        .merge(
+            Router::new()
+                .route("/bench/warm/{id}", get(warm_agent))
+                .with_state(Arc::new(Warm::new(pool.clone(), svc_core::runtime::warm::FRESH))),
+        );
     let addr = crate::common::serve(app).await?;
     eprintln!("serving on http://{addr}");
     // The same API over the same database, reading every wait from PostgreSQL.

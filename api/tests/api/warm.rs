@@ -2,14 +2,16 @@
 //! is handed out again, what goes back to the pool, and which requests keep
 //! theirs.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use serde_json::json;
 use sqlx::PgPool;
 use sqlx::postgres::PgPoolOptions;
-use svc_core::runtime::warm::Warm;
+use svc_core::runtime::warm::{Warm, Warmed};
 
-use crate::helpers::{Tenant, assert_ok, assert_problem};
+use crate::helpers::{Tenant, assert_ok, assert_problem, config};
 
 const LONG: Duration = Duration::from_secs(3_600);
 
@@ -32,7 +34,7 @@ async fn until(deadline: Duration, what: &str, done: impl Fn() -> bool) {
 
 #[sqlx::test(migrations = "../migrations")]
 async fn a_kept_connection_is_the_next_one_handed_out(pool: PgPool) {
-    let warm = Warm::with_capacity(pool.clone(), 2, LONG);
+    let warm = Warm::with_capacity(pool.clone(), 2, LONG, LONG);
     let mut first = warm.acquire().await.unwrap();
     let mut second = warm.acquire().await.unwrap();
     let (first_pid, second_pid) = (backend(&mut first).await, backend(&mut second).await);
@@ -48,22 +50,22 @@ async fn a_kept_connection_is_the_next_one_handed_out(pool: PgPool) {
 #[sqlx::test(migrations = "../migrations")]
 async fn no_more_than_its_capacity_is_kept(pool: PgPool) {
     let pool = own_pool(&pool, 3).await;
-    let warm = Warm::with_capacity(pool.clone(), 1, LONG);
+    let warm = Warm::with_capacity(pool.clone(), 1, LONG, LONG);
     let (a, b) = (warm.acquire().await.unwrap(), warm.acquire().await.unwrap());
     warm.keep(a);
     warm.keep(b);
     assert_eq!(warm.kept(), 1);
     // The other went back to the pool, for anyone to take.
     until(Duration::from_secs(10), "the connection not kept is idle in the pool", || pool.num_idle() == 1).await;
-    let none = Warm::with_capacity(pool.clone(), 0, LONG);
-    none.keep(pool.acquire().await.unwrap());
+    let none = Warm::with_capacity(pool.clone(), 0, LONG, LONG);
+    none.keep(Warmed::new(pool.acquire().await.unwrap()));
     assert_eq!(none.kept(), 0);
 }
 
 #[sqlx::test(migrations = "../migrations")]
 async fn a_connection_kept_past_its_time_goes_back_to_the_pool(pool: PgPool) {
     let pool = own_pool(&pool, 2).await;
-    let warm = Warm::with_capacity(pool.clone(), 2, Duration::from_millis(20));
+    let warm = Warm::with_capacity(pool.clone(), 2, Duration::from_millis(20), LONG);
     let mut conn = warm.acquire().await.unwrap();
     let pid = backend(&mut conn).await;
     warm.keep(conn);
@@ -78,19 +80,60 @@ async fn a_connection_kept_past_its_time_goes_back_to_the_pool(pool: PgPool) {
 
 #[sqlx::test(migrations = "../migrations")]
 async fn a_stale_connection_is_not_handed_out(pool: PgPool) {
+    // Counts what sqlx hands out: an idle connection through its check
+    // before it is handed out, a new one through its set-up.
+    let checked = Arc::new(AtomicUsize::new(0));
+    let (idle, new) = (checked.clone(), checked.clone());
+    let pool = PgPoolOptions::new()
+        .max_connections(2)
+        .before_acquire(move |_, _| {
+            idle.fetch_add(1, Ordering::SeqCst);
+            Box::pin(async { Ok(true) })
+        })
+        .after_connect(move |_, _| {
+            new.fetch_add(1, Ordering::SeqCst);
+            Box::pin(async { Ok(()) })
+        })
+        .connect_with((*pool.connect_options()).clone())
+        .await
+        .unwrap();
     // Never fresh: a kept connection goes back to the pool when the next
-    // request asks, which gets one from the pool instead.
-    let warm = Warm::with_capacity(pool.clone(), 2, Duration::ZERO);
+    // request asks, which gets it from the pool instead.
+    let warm = Warm::with_capacity(pool.clone(), 2, Duration::ZERO, LONG);
     warm.keep(warm.acquire().await.unwrap());
+    assert_eq!(warm.kept(), 1);
+    let before = checked.load(Ordering::SeqCst);
     let mut conn = warm.acquire().await.unwrap();
-    assert_eq!(warm.kept(), 0);
     backend(&mut conn).await;
+    assert_eq!(warm.kept(), 0);
+    assert_eq!(checked.load(Ordering::SeqCst), before + 1, "the stale connection went through sqlx");
+}
+
+#[sqlx::test(migrations = "../migrations")]
+async fn nothing_is_kept_while_the_pool_is_out_of_connections_or_past_its_cycle(pool: PgPool) {
+    let pool = own_pool(&pool, 2).await;
+    let warm = Warm::with_capacity(pool.clone(), 2, LONG, LONG);
+    let (a, b) = (warm.acquire().await.unwrap(), warm.acquire().await.unwrap());
+    // Both are out: someone may be waiting for one.
+    warm.keep(a);
+    assert_eq!(warm.kept(), 0);
+    drop(b);
+    until(Duration::from_secs(10), "both are idle in the pool", || pool.num_idle() == 2).await;
+    // A connection that came from sqlx longer ago than the cycle goes back.
+    let cycled = Warm::with_capacity(pool.clone(), 2, LONG, Duration::ZERO);
+    cycled.keep(cycled.acquire().await.unwrap());
+    assert_eq!(cycled.kept(), 0);
+    // With one of two idle, one is kept.
+    until(Duration::from_secs(10), "both are idle again", || pool.num_idle() == 2).await;
+    warm.keep(warm.acquire().await.unwrap());
+    assert_eq!(warm.kept(), 1);
 }
 
 #[sqlx::test(migrations = "../migrations")]
 async fn a_closed_pool_gets_its_kept_connections_back(pool: PgPool) {
-    let pool = own_pool(&pool, 2).await;
-    let warm = Warm::with_capacity(pool.clone(), 2, LONG);
+    // Three: with two out of two, none would be kept.
+    let pool = own_pool(&pool, 3).await;
+    let warm = Warm::with_capacity(pool.clone(), 2, LONG, LONG);
     let (kept, in_use) = (warm.acquire().await.unwrap(), warm.acquire().await.unwrap());
     warm.keep(kept);
     // Well past the hand-back task's first look, so only the closing can
@@ -111,32 +154,38 @@ async fn a_closed_pool_gets_its_kept_connections_back(pool: PgPool) {
 
 #[sqlx::test(migrations = "../migrations")]
 async fn a_request_that_succeeded_leaves_its_connection_warm_and_one_that_failed_does_not(pool: PgPool) {
-    let t = Tenant::new(pool).await;
+    // Kept for an hour: only what the requests do changes what is kept.
+    let config = svc_api::config::ServeConfig { db_warm_ms: 3_600_000, ..config() };
+    let t = Tenant::with_config(pool, config).await;
     let warm = async || t.app.metric("svc_db_connections{state=\"warm\"}").await;
     let inspect = json!({ "agentId": t.agent });
-    // Each check right after its request: a kept connection is handed back
-    // after 100 ms, so a slow moment is tried again.
-    let mut kept = false;
-    for _ in 0..20 {
-        assert_ok("agents/inspect", &t.call("agents/inspect", inspect.clone()).await);
-        if warm().await == 1.0 {
-            kept = true;
-            break;
-        }
-    }
-    assert!(kept, "a successful read keeps its connection");
+    assert_ok("agents/inspect", &t.call("agents/inspect", inspect.clone()).await);
+    assert_eq!(warm().await, 1.0, "a successful read keeps its connection");
     // A failure takes the kept connection and does not keep it.
     let missing = json!({ "agentId": "agt_00000000000000000000000000" });
     assert_problem(&t.call("agents/inspect", missing).await, 404, "resource_not_found");
     assert_eq!(warm().await, 0.0, "a failed call's connection goes back to sqlx");
-    let mut kept = false;
-    for i in 0..20 {
-        let renamed = json!({ "agentId": t.agent, "name": format!("Renamed {i}") });
-        assert_ok("agents/configure", &t.call("agents/configure", renamed).await);
-        if warm().await == 1.0 {
-            kept = true;
-            break;
-        }
-    }
-    assert!(kept, "a committed write keeps its connection");
+    let renamed = json!({ "agentId": t.agent, "name": "Renamed" });
+    assert_ok("agents/configure", &t.call("agents/configure", renamed).await);
+    assert_eq!(warm().await, 1.0, "a committed write keeps its connection");
+}
+
+#[sqlx::test(migrations = "../migrations")]
+async fn a_kept_connection_whose_backend_was_terminated_is_replaced_by_the_next_request(pool: PgPool) {
+    let config = svc_api::config::ServeConfig { db_warm_ms: 3_600_000, ..config() };
+    let t = Tenant::with_config(pool, config).await;
+    let inspect = json!({ "agentId": t.agent });
+    assert_ok("agents/inspect", &t.call("agents/inspect", inspect.clone()).await);
+    assert_eq!(t.app.metric("svc_db_connections{state=\"warm\"}").await, 1.0);
+    // Every session of this database but the test's own.
+    sqlx::query(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+         WHERE datname = current_database() AND pid <> pg_backend_pid()",
+    )
+    .execute(&t.app.pool)
+    .await
+    .unwrap();
+    // The read runs again on a live connection; so does a write's BEGIN.
+    assert_ok("agents/inspect", &t.call("agents/inspect", inspect).await);
+    assert_ok("agents/configure", &t.call("agents/configure", json!({ "agentId": t.agent, "name": "After" })).await);
 }

@@ -44,6 +44,9 @@ pub struct CoreConfig {
     pub caller_cache_entries: usize,
     /// The longest a kept caller is used (see `auth::callers`).
     pub caller_cache_max_age: Duration,
+    /// The longest a request's connection is kept for the next request
+    /// (`runtime::warm`; zero: never).
+    pub warm: Duration,
 }
 
 impl CoreConfig {
@@ -62,6 +65,7 @@ impl CoreConfig {
             wait_cache_max_age: Duration::from_secs(1),
             caller_cache_entries: 0,
             caller_cache_max_age: Duration::from_secs(1),
+            warm: crate::runtime::warm::FRESH,
         }
     }
 }

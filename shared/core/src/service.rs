@@ -5,8 +5,7 @@
 use std::sync::Arc;
 
 use serde_json::{Map, Value};
-use sqlx::pool::PoolConnection;
-use sqlx::{PgConnection, PgPool, Postgres};
+use sqlx::{PgConnection, PgPool};
 use svc_contract::identity::SecretLocation;
 use svc_contract::{AuthKind, Operation, Problem, ProblemCode, Scope, WorkspaceRequirement};
 use time::OffsetDateTime;
@@ -24,7 +23,7 @@ use crate::jobs::{Job, Queue};
 use crate::knowledge::Backlog;
 use crate::knowledge::waits::{WaitCache, WaitCacheFigures};
 use crate::ops;
-use crate::runtime::warm::Warm;
+use crate::runtime::warm::{Warm, Warmed};
 use crate::store::callers::Selector;
 use crate::validate::Validators;
 
@@ -71,7 +70,7 @@ impl Service {
         let waits = WaitCache::new(config.wait_cache_entries, config.wait_cache_max_age);
         let callers = CallerCache::new(config.caller_cache_entries, config.caller_cache_max_age);
         Ok(Self {
-            warm: Warm::new(pool.clone()),
+            warm: Warm::new(pool.clone(), config.warm),
             pool,
             config,
             gates,
@@ -105,9 +104,11 @@ impl Service {
         Ok(crate::store::knowledge::backlog(&mut conn).await?)
     }
 
-    /// Revisions still to be processed (read at most once a second).
-    pub(crate) async fn backlog(&self, conn: &mut PgConnection) -> i64 {
-        self.backlog.get(conn).await
+    /// Revisions still to be processed (read at most once a second). An
+    /// error only if the connection was lost: the read is then retried on
+    /// a live one, rather than its connection kept for the next request.
+    pub(crate) async fn backlog(&self, conn: &mut PgConnection) -> crate::error::Result<i64> {
+        Ok(self.backlog.get(conn).await?)
     }
 
     /// Keeps the answers `knowledge_source.wait` reuses and the callers
@@ -192,7 +193,7 @@ impl Service {
 /// share it; [`Session::release`] hands it back early (before a slow upload).
 pub struct Session<'a> {
     service: &'a Service,
-    conn: Option<PoolConnection<Postgres>>,
+    conn: Option<Warmed>,
 }
 
 impl Session<'_> {
@@ -218,17 +219,17 @@ impl Session<'_> {
     /// Closes the connection instead of returning it: its state is unknown.
     pub(crate) async fn discard(&mut self) {
         if let Some(conn) = self.conn.take() {
-            let _ = conn.close().await;
+            let _ = conn.into_inner().close().await;
         }
     }
 
     /// Drops a connection found dead (never back into the pool) and takes a live
     /// one: the next step runs on a connection checked just now.
     pub(crate) async fn reconnect(&mut self) -> crate::error::Result<()> {
-        if let Some(mut dead) = self.conn.take() {
-            dead.close_on_drop();
+        if let Some(dead) = self.conn.take() {
+            dead.into_inner().close_on_drop();
         }
-        self.conn = Some(crate::runtime::live_connection(&self.service.pool).await?);
+        self.conn = Some(Warmed::new(crate::runtime::live_connection(&self.service.pool).await?));
         Ok(())
     }
 

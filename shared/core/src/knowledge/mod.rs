@@ -396,7 +396,10 @@ impl Default for Backlog {
 impl Backlog {
     const FRESH_MS: u64 = 1_000;
 
-    pub async fn get(&self, conn: &mut PgConnection) -> i64 {
+    /// The figure, read again if it is a second old. A failed read keeps the
+    /// last figure, unless the connection was lost: that is the caller's to
+    /// know (it must not keep the connection), and is returned.
+    pub async fn get(&self, conn: &mut PgConnection) -> Result<i64, sqlx::Error> {
         use std::sync::atomic::Ordering::Relaxed;
         let now = self.epoch.elapsed().as_millis() as u64 + Self::FRESH_MS;
         let read_at = self.read_at.load(Relaxed);
@@ -404,10 +407,15 @@ impl Backlog {
         if Self::stale(now, read_at) && self.read_at.compare_exchange(read_at, now, Relaxed, Relaxed).is_ok() {
             match store::knowledge::backlog(conn).await {
                 Ok(pending) => self.count.store(pending.revisions, Relaxed),
+                Err(error) if crate::error::fault(&error) == crate::error::Fault::ConnectionLost => {
+                    // Another caller reads it in a second's time.
+                    self.read_at.store(read_at, Relaxed);
+                    return Err(error);
+                }
                 Err(error) => tracing::warn!(error = %crate::error::chain(&error), "could not read the backlog"),
             }
         }
-        self.count.load(Relaxed)
+        Ok(self.count.load(Relaxed))
     }
 
     /// Whether a figure read at `read_at` is due again at `now`. Another thread

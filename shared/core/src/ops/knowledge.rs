@@ -116,7 +116,7 @@ impl Handler for Wait {
         let waited =
             knowledge::wait(conn, waits, ctx.workspace()?.id, agent, source).await?.ok_or_else(source_not_found)?;
         let retry_after_ms =
-            if waited.terminal { None } else { Some(knowledge::retry_after_ms(ctx.service.backlog(conn).await)) };
+            if waited.terminal { None } else { Some(knowledge::retry_after_ms(ctx.service.backlog(conn).await?)) };
         Ok(WaitOutput { knowledge_source: waited.source, terminal: waited.terminal, retry_after_ms }.into())
     }
 }

@@ -5,22 +5,27 @@
 //! connection is idle again. That is a task, two system calls and a wake-up
 //! of a PostgreSQL backend per request, for a connection whose last step has
 //! just finished; on a 2-core machine it cost a bare single-row SELECT
-//! handler about a third of its throughput.
+//! handler about a fifth of its throughput.
 //!
 //! A request whose steps all finished (its transaction committed or rolled
 //! back, every reply read) hands its connection to [`Warm`] instead, and the
 //! next request takes the most recently kept one. What stays as it was:
 //!
-//! - A connection is kept only for [`FRESH`], well under the pool's own
+//! - A connection is handed out again only within `fresh` ([`FRESH`] by
+//!   default) of its last use, well under the pool's own
 //!   [`CHECK_AFTER_IDLE`](super::CHECK_AFTER_IDLE): a connection in steady use
 //!   is checked by using it, as before (a lost one is retried on a fresh
-//!   connection, see `Session`). Past that it goes back to sqlx, which pings
-//!   it and checks it again before handing it out.
-//! - A request cut off mid-step (its future dropped) never hands its
-//!   connection here: sqlx's ping flushes whatever that step left unread.
-//! - At most a quarter of the pool (and [`MAX_KEPT`]) is kept, and a task
-//!   hands back every connection kept longer than [`FRESH`], so work that
-//!   takes connections from the pool directly waits no longer than before.
+//!   connection, see `Session`). A task hands back to sqlx, which pings it
+//!   and checks it again before handing it out, whatever is older, within
+//!   twice `fresh`.
+//! - A request cut off mid-step (its future dropped), or whose call failed,
+//!   never hands its connection here: sqlx's ping flushes whatever that step
+//!   left unread, and closes a broken connection.
+//! - At most a quarter of the pool (and [`MAX_KEPT`]) is kept, and nothing
+//!   while every connection of the pool is out (someone may be waiting for
+//!   one): such a connection goes back to the pool's queue.
+//! - A connection goes back to sqlx at least every [`CYCLE`], so the pool's
+//!   own checks (its `max_lifetime`) still see it.
 //! - A closed pool gets its connections back at once, and so does sqlx when
 //!   the `Warm` is dropped.
 
@@ -30,10 +35,13 @@ use std::time::{Duration, Instant};
 use sqlx::pool::PoolConnection;
 use sqlx::{PgPool, Postgres};
 
-/// How long a kept connection is handed out without a check.
+/// How long a kept connection is handed out without a check, by default.
 pub const FRESH: Duration = Duration::from_millis(100);
 /// Connections kept at most, whatever the pool's size.
 pub const MAX_KEPT: usize = 8;
+/// How long a connection goes from request to request without going back
+/// to sqlx.
+pub const CYCLE: Duration = Duration::from_secs(60);
 
 /// Connections kept warm for the next request (see the module documentation).
 pub struct Warm {
@@ -44,29 +52,66 @@ struct Inner {
     pool: PgPool,
     capacity: usize,
     fresh: Duration,
+    cycle: Duration,
     /// Oldest first: kept at the end, taken from the end.
     kept: Mutex<Vec<Kept>>,
 }
 
 struct Kept {
-    conn: PoolConnection<Postgres>,
+    conn: Warmed,
     at: Instant,
 }
 
+/// A connection handed out by [`Warm`]: a pooled connection, and when it
+/// last came from sqlx.
+pub struct Warmed {
+    conn: PoolConnection<Postgres>,
+    since: Instant,
+}
+
+impl Warmed {
+    /// A connection just taken from sqlx.
+    pub fn new(conn: PoolConnection<Postgres>) -> Self {
+        Self { conn, since: Instant::now() }
+    }
+
+    /// The pooled connection, for what only it can do (closing it).
+    pub fn into_inner(self) -> PoolConnection<Postgres> {
+        self.conn
+    }
+}
+
+impl std::ops::Deref for Warmed {
+    type Target = sqlx::PgConnection;
+
+    fn deref(&self) -> &sqlx::PgConnection {
+        &self.conn
+    }
+}
+
+impl std::ops::DerefMut for Warmed {
+    fn deref_mut(&mut self) -> &mut sqlx::PgConnection {
+        &mut self.conn
+    }
+}
+
 impl Warm {
-    /// Keeps up to a quarter of `pool`'s connections (none outside a Tokio
-    /// runtime, where nothing could hand stale ones back).
-    pub fn new(pool: PgPool) -> Self {
+    /// Keeps up to a quarter of `pool`'s connections, each for `fresh` (none
+    /// when it is zero, or outside a Tokio runtime, where nothing could hand
+    /// stale ones back).
+    pub fn new(pool: PgPool, fresh: Duration) -> Self {
         let quarter = usize::try_from(pool.options().get_max_connections() / 4).unwrap_or(MAX_KEPT);
-        Self::with_capacity(pool, quarter.min(MAX_KEPT), FRESH)
+        let capacity = if fresh.is_zero() { 0 } else { quarter.min(MAX_KEPT) };
+        Self::with_capacity(pool, capacity, fresh, CYCLE)
     }
 
     /// Keeps up to `capacity` connections (0: none, every connection goes
-    /// back to sqlx), each for `fresh` at most.
-    pub fn with_capacity(pool: PgPool, capacity: usize, fresh: Duration) -> Self {
+    /// back to sqlx), each for `fresh` at most, and a connection `cycle`
+    /// after it came from sqlx no more.
+    pub fn with_capacity(pool: PgPool, capacity: usize, fresh: Duration, cycle: Duration) -> Self {
         let runtime = tokio::runtime::Handle::try_current().ok();
         let capacity = if runtime.is_some() { capacity } else { 0 };
-        let inner = Arc::new(Inner { pool, capacity, fresh, kept: Mutex::default() });
+        let inner = Arc::new(Inner { pool, capacity, fresh, cycle, kept: Mutex::default() });
         if let (Some(runtime), true) = (runtime, capacity > 0) {
             runtime.spawn(hand_back_stale(Arc::downgrade(&inner)));
         }
@@ -75,21 +120,29 @@ impl Warm {
 
     /// The most recently kept connection that is still fresh, else one from
     /// the pool.
-    pub async fn acquire(&self) -> sqlx::Result<PoolConnection<Postgres>> {
+    pub async fn acquire(&self) -> sqlx::Result<Warmed> {
         match self.inner.take() {
             Some(conn) => Ok(conn),
-            None => self.inner.pool.acquire().await,
+            None => Ok(Warmed::new(self.inner.pool.acquire().await?)),
         }
     }
 
-    /// Keeps `conn` for the next request. Only for a connection whose every
-    /// step finished: nothing of it is checked here.
-    pub fn keep(&self, conn: PoolConnection<Postgres>) {
+    /// Keeps `conn` for the next request, unless the pool has none left
+    /// (then it goes back to the pool's queue, as it does once its cycle is
+    /// over).
+    /// Only for a connection whose every step finished: nothing of it is
+    /// checked here.
+    pub fn keep(&self, conn: Warmed) {
         let inner = &self.inner;
+        let pool = &inner.pool;
+        let exhausted = pool.size() >= pool.options().get_max_connections() && pool.num_idle() == 0;
+        if exhausted || conn.since.elapsed() >= inner.cycle {
+            return;
+        }
         let mut kept = inner.lock();
         // Looked at under the lock: the hand-back on closing takes it after
         // the pool is marked closed, so nothing is kept past it.
-        if kept.len() < inner.capacity && !inner.pool.is_closed() {
+        if kept.len() < inner.capacity && !pool.is_closed() {
             kept.push(Kept { conn, at: Instant::now() });
         }
     }
@@ -108,7 +161,7 @@ impl Inner {
 
     /// The newest kept connection, if fresh; a stale newest means all are
     /// stale, and they go back to sqlx.
-    fn take(&self) -> Option<PoolConnection<Postgres>> {
+    fn take(&self) -> Option<Warmed> {
         let mut kept = self.lock();
         let newest = kept.pop()?;
         if newest.at.elapsed() < self.fresh {
@@ -142,7 +195,7 @@ impl Drop for Inner {
             // sqlx hands a connection back from a task it spawns, which needs
             // a runtime: without one, close them here.
             for k in kept {
-                drop(k.conn.detach());
+                drop(k.conn.conn.detach());
             }
         }
     }
