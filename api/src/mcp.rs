@@ -482,13 +482,7 @@ async fn call(
     let outcome = result.as_ref().err().map(|p| p.code);
     state.metrics.record(Surface::Mcp, op, outcome, started.elapsed());
     Ok(match result {
-        Ok(reply) => match serde_json::to_value(response::Envelope::new(&reply, &request_id)) {
-            Ok(envelope) => CallToolResult::structured(envelope),
-            Err(error) => {
-                tracing::error!(%error, "could not serialize a tool result");
-                CallToolResult::structured_error(response::problem_body(&Problem::internal(), &request_id))
-            }
-        },
+        Ok(reply) => CallToolResult::structured(response::envelope_value(reply, &request_id)),
         Err(problem) => CallToolResult::structured_error(response::problem_body(&problem, &request_id)),
     })
 }

@@ -48,6 +48,21 @@ impl<'a> Envelope<'a> {
     }
 }
 
+/// The same envelope as a JSON value, the reply's data moved into it rather
+/// than copied (MCP's structured content is a value). Keys in the order
+/// [`Envelope`] writes them.
+pub fn envelope_value(reply: Reply, request_id: &RequestId) -> Value {
+    let mut meta = serde_json::Map::new();
+    meta.insert("requestId".to_owned(), Value::String(request_id.0.clone()));
+    if let Some(cursor) = reply.next_cursor {
+        meta.insert("nextCursor".to_owned(), Value::String(cursor));
+    }
+    let mut envelope = serde_json::Map::new();
+    envelope.insert("data".to_owned(), reply.data);
+    envelope.insert("meta".to_owned(), Value::Object(meta));
+    Value::Object(envelope)
+}
+
 /// `{"error": {...}, "meta": {"requestId"}}`
 pub fn problem_body(problem: &Problem, request_id: &RequestId) -> Value {
     json!({ "error": problem.to_json(), "meta": { "requestId": request_id.0 } })

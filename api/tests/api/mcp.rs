@@ -38,6 +38,8 @@ async fn http_and_mcp_agree(pool: PgPool) {
     let app = TestApp::new(pool).await;
     let (owner, ws) = app.owner("alice").await;
     let agent = app.agent(&owner, &ws, "Helper").await;
+    // Two Agents: a page of one has a next cursor.
+    app.agent(&owner, &ws, "Second").await;
     let (mallory, _) = app.owner("mallory").await;
     let member = app.user("bob").await;
     svc_core::admin::member_add(&app.pool, &ws, svc_tests::ISSUER, "bob", "member").await.unwrap();
@@ -47,6 +49,7 @@ async fn http_and_mcp_agree(pool: PgPool) {
         ("workspaces/inspect", "svc_workspace_inspect", &owner.token, None, json!({})),
         ("workspaces/entitlements/inspect", "svc_workspace_entitlements_inspect", &owner.token, None, json!({})),
         ("agents/list", "svc_agent_list", &owner.token, None, json!({})),
+        ("agents/list", "svc_agent_list", &owner.token, None, json!({ "pageSize": 1 })),
         ("agents/inspect", "svc_agent_inspect", &owner.token, None, json!({ "agentId": agent })),
         ("agents/inspect", "svc_agent_inspect", &mallory.token, None, json!({ "agentId": agent })),
         ("agents/inspect", "svc_agent_inspect", &owner.token, None, json!({ "agentId": agent, "extra": 1 })),
@@ -70,6 +73,9 @@ async fn http_and_mcp_agree(pool: PgPool) {
         let http = app.op(path, token, workspace, input.clone()).await;
         let mcp = app.tool(token, workspace, tool, input.clone()).await;
         let (is_error, structured) = envelope(&mcp);
+        if input == json!({ "pageSize": 1 }) {
+            assert!(structured["meta"]["nextCursor"].is_string(), "a page of one of two: {structured}");
+        }
         assert_eq!(is_error, http.status != 200, "{tool} {input}");
         assert_eq!(without_request_id(structured), without_request_id(http.json()), "{tool} {input}");
     }
