@@ -49,8 +49,8 @@ impl<'a> Envelope<'a> {
 }
 
 /// The same envelope as a JSON value, the reply's data moved into it rather
-/// than copied (MCP's structured content is a value). Keys in the order
-/// [`Envelope`] writes them.
+/// than copied (MCP's structured content is a value): equal, as a value, to
+/// what [`Envelope`] writes.
 pub fn envelope_value(reply: Reply, request_id: &RequestId) -> Value {
     let mut meta = serde_json::Map::new();
     meta.insert("requestId".to_owned(), Value::String(request_id.0.clone()));

@@ -34,7 +34,7 @@ async fn until(deadline: Duration, what: &str, done: impl Fn() -> bool) {
 
 #[sqlx::test(migrations = "../migrations")]
 async fn a_kept_connection_is_the_next_one_handed_out(pool: PgPool) {
-    let warm = Warm::with_capacity(pool.clone(), 2, LONG, LONG);
+    let warm = Warm::with_capacity(pool.clone(), 2, LONG);
     let mut first = warm.acquire().await.unwrap();
     let mut second = warm.acquire().await.unwrap();
     let (first_pid, second_pid) = (backend(&mut first).await, backend(&mut second).await);
@@ -50,14 +50,14 @@ async fn a_kept_connection_is_the_next_one_handed_out(pool: PgPool) {
 #[sqlx::test(migrations = "../migrations")]
 async fn no_more_than_its_capacity_is_kept(pool: PgPool) {
     let pool = own_pool(&pool, 3).await;
-    let warm = Warm::with_capacity(pool.clone(), 1, LONG, LONG);
+    let warm = Warm::with_capacity(pool.clone(), 1, LONG);
     let (a, b) = (warm.acquire().await.unwrap(), warm.acquire().await.unwrap());
     warm.keep(a);
     warm.keep(b);
     assert_eq!(warm.kept(), 1);
     // The other went back to the pool, for anyone to take.
     until(Duration::from_secs(10), "the connection not kept is idle in the pool", || pool.num_idle() == 1).await;
-    let none = Warm::with_capacity(pool.clone(), 0, LONG, LONG);
+    let none = Warm::with_capacity(pool.clone(), 0, LONG);
     none.keep(Warmed::new(pool.acquire().await.unwrap()));
     assert_eq!(none.kept(), 0);
 }
@@ -65,7 +65,7 @@ async fn no_more_than_its_capacity_is_kept(pool: PgPool) {
 #[sqlx::test(migrations = "../migrations")]
 async fn a_connection_kept_past_its_time_goes_back_to_the_pool(pool: PgPool) {
     let pool = own_pool(&pool, 2).await;
-    let warm = Warm::with_capacity(pool.clone(), 2, Duration::from_millis(20), LONG);
+    let warm = Warm::with_capacity(pool.clone(), 2, Duration::from_millis(20));
     let mut conn = warm.acquire().await.unwrap();
     let pid = backend(&mut conn).await;
     warm.keep(conn);
@@ -79,7 +79,7 @@ async fn a_connection_kept_past_its_time_goes_back_to_the_pool(pool: PgPool) {
 }
 
 #[sqlx::test(migrations = "../migrations")]
-async fn a_stale_connection_is_not_handed_out(pool: PgPool) {
+async fn a_connection_goes_back_to_sqlx_once_it_is_no_longer_fresh_however_often_it_was_kept(pool: PgPool) {
     // Counts what sqlx hands out: an idle connection through its check
     // before it is handed out, a new one through its set-up.
     let checked = Arc::new(AtomicUsize::new(0));
@@ -97,30 +97,38 @@ async fn a_stale_connection_is_not_handed_out(pool: PgPool) {
         .connect_with((*pool.connect_options()).clone())
         .await
         .unwrap();
-    // Never fresh: a kept connection goes back to the pool when the next
-    // request asks, which gets it from the pool instead.
-    let warm = Warm::with_capacity(pool.clone(), 2, Duration::ZERO, LONG);
+    // Fresh for 2 s from when it came from sqlx; each step below has 0.8 s
+    // to spare either way.
+    let warm = Warm::with_capacity(pool.clone(), 2, Duration::from_secs(2));
     warm.keep(warm.acquire().await.unwrap());
-    assert_eq!(warm.kept(), 1);
-    let before = checked.load(Ordering::SeqCst);
+    let from_sqlx = checked.load(Ordering::SeqCst);
+    tokio::time::sleep(Duration::from_millis(1_200)).await;
+    // Still fresh: handed out again, and kept again by the next request.
+    let mut conn = warm.acquire().await.unwrap();
+    assert_eq!(checked.load(Ordering::SeqCst), from_sqlx, "a fresh connection is handed out from Warm");
+    backend(&mut conn).await;
+    warm.keep(conn);
+    tokio::time::sleep(Duration::from_millis(1_200)).await;
+    // Kept 1.2 s ago, but from sqlx 2.4 s ago: it goes back, and the next
+    // one comes from sqlx.
     let mut conn = warm.acquire().await.unwrap();
     backend(&mut conn).await;
     assert_eq!(warm.kept(), 0);
-    assert_eq!(checked.load(Ordering::SeqCst), before + 1, "the stale connection went through sqlx");
+    assert_eq!(checked.load(Ordering::SeqCst), from_sqlx + 1, "the stale connection went through sqlx");
 }
 
 #[sqlx::test(migrations = "../migrations")]
-async fn nothing_is_kept_while_the_pool_is_out_of_connections_or_past_its_cycle(pool: PgPool) {
+async fn nothing_is_kept_while_the_pool_is_out_of_connections_or_once_stale(pool: PgPool) {
     let pool = own_pool(&pool, 2).await;
-    let warm = Warm::with_capacity(pool.clone(), 2, LONG, LONG);
+    let warm = Warm::with_capacity(pool.clone(), 2, LONG);
     let (a, b) = (warm.acquire().await.unwrap(), warm.acquire().await.unwrap());
     // Both are out: someone may be waiting for one.
     warm.keep(a);
     assert_eq!(warm.kept(), 0);
     drop(b);
     until(Duration::from_secs(10), "both are idle in the pool", || pool.num_idle() == 2).await;
-    // A connection that came from sqlx longer ago than the cycle goes back.
-    let cycled = Warm::with_capacity(pool.clone(), 2, LONG, Duration::ZERO);
+    // A connection that is no longer fresh goes back.
+    let cycled = Warm::with_capacity(pool.clone(), 2, Duration::ZERO);
     cycled.keep(cycled.acquire().await.unwrap());
     assert_eq!(cycled.kept(), 0);
     // With one of two idle, one is kept.
@@ -133,7 +141,7 @@ async fn nothing_is_kept_while_the_pool_is_out_of_connections_or_past_its_cycle(
 async fn a_closed_pool_gets_its_kept_connections_back(pool: PgPool) {
     // Three: with two out of two, none would be kept.
     let pool = own_pool(&pool, 3).await;
-    let warm = Warm::with_capacity(pool.clone(), 2, LONG, LONG);
+    let warm = Warm::with_capacity(pool.clone(), 2, LONG);
     let (kept, in_use) = (warm.acquire().await.unwrap(), warm.acquire().await.unwrap());
     warm.keep(kept);
     // Well past the hand-back task's first look, so only the closing can
@@ -152,40 +160,66 @@ async fn a_closed_pool_gets_its_kept_connections_back(pool: PgPool) {
     assert_eq!(warm.kept(), 0);
 }
 
+/// An API whose requests keep their connection for as long as it may (a
+/// second from when it came from sqlx).
+async fn tenant(pool: PgPool) -> Tenant {
+    let config = svc_api::config::ServeConfig { db_warm_ms: 1_000, ..config() };
+    Tenant::with_config(pool, config).await
+}
+
+async fn warm_connections(t: &Tenant) -> f64 {
+    t.app.metric("svc_db_connections{state=\"warm\"}").await
+}
+
+/// Calls `path` until its connection is kept afterwards: the first call may
+/// take a connection kept during the set-up, no longer fresh, which goes
+/// back to sqlx; the next comes fresh from sqlx.
+async fn until_kept(t: &Tenant, path: &str, input: &serde_json::Value) {
+    for _ in 0..3 {
+        assert_ok(path, &t.call(path, input.clone()).await);
+        if warm_connections(t).await == 1.0 {
+            return;
+        }
+    }
+    panic!("{path}: its connection was never kept");
+}
+
 #[sqlx::test(migrations = "../migrations")]
 async fn a_request_that_succeeded_leaves_its_connection_warm_and_one_that_failed_does_not(pool: PgPool) {
-    // Kept for an hour: only what the requests do changes what is kept.
-    let config = svc_api::config::ServeConfig { db_warm_ms: 3_600_000, ..config() };
-    let t = Tenant::with_config(pool, config).await;
-    let warm = async || t.app.metric("svc_db_connections{state=\"warm\"}").await;
-    let inspect = json!({ "agentId": t.agent });
-    assert_ok("agents/inspect", &t.call("agents/inspect", inspect.clone()).await);
-    assert_eq!(warm().await, 1.0, "a successful read keeps its connection");
+    let t = tenant(pool).await;
+    until_kept(&t, "agents/inspect", &json!({ "agentId": t.agent })).await;
     // A failure takes the kept connection and does not keep it.
     let missing = json!({ "agentId": "agt_00000000000000000000000000" });
     assert_problem(&t.call("agents/inspect", missing).await, 404, "resource_not_found");
-    assert_eq!(warm().await, 0.0, "a failed call's connection goes back to sqlx");
-    let renamed = json!({ "agentId": t.agent, "name": "Renamed" });
-    assert_ok("agents/configure", &t.call("agents/configure", renamed).await);
-    assert_eq!(warm().await, 1.0, "a committed write keeps its connection");
+    assert_eq!(warm_connections(&t).await, 0.0, "a failed call's connection goes back to sqlx");
+    // A committed write keeps its connection.
+    until_kept(&t, "agents/configure", &json!({ "agentId": t.agent, "name": "Renamed" })).await;
 }
 
 #[sqlx::test(migrations = "../migrations")]
 async fn a_kept_connection_whose_backend_was_terminated_is_replaced_by_the_next_request(pool: PgPool) {
-    let config = svc_api::config::ServeConfig { db_warm_ms: 3_600_000, ..config() };
-    let t = Tenant::with_config(pool, config).await;
+    let t = tenant(pool).await;
     let inspect = json!({ "agentId": t.agent });
-    assert_ok("agents/inspect", &t.call("agents/inspect", inspect.clone()).await);
-    assert_eq!(t.app.metric("svc_db_connections{state=\"warm\"}").await, 1.0);
-    // Every session of this database but the test's own.
+    until_kept(&t, "agents/inspect", &inspect).await;
+    terminate_others(&t.app.pool).await;
+    let retries = async || t.app.metric("svc_db_retries_total{path=\"request\"}").await;
+    let before = retries().await;
+    // The kept connection is dead: the request finds out and runs again on a
+    // live one (which it keeps).
+    assert_ok("agents/inspect", &t.call("agents/inspect", inspect).await);
+    assert_eq!(retries().await, before + 1.0, "the dead kept connection was used, and the step retried");
+    terminate_others(&t.app.pool).await;
+    assert_ok("agents/configure", &t.call("agents/configure", json!({ "agentId": t.agent, "name": "After" })).await);
+    assert_eq!(retries().await, before + 2.0);
+}
+
+/// Terminates every session of this database but the caller's own.
+async fn terminate_others(pool: &PgPool) {
     sqlx::query(
         "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
          WHERE datname = current_database() AND pid <> pg_backend_pid()",
     )
-    .execute(&t.app.pool)
+    .execute(pool)
     .await
     .unwrap();
-    // The read runs again on a live connection; so does a write's BEGIN.
-    assert_ok("agents/inspect", &t.call("agents/inspect", inspect).await);
-    assert_ok("agents/configure", &t.call("agents/configure", json!({ "agentId": t.agent, "name": "After" })).await);
 }

@@ -408,7 +408,8 @@ impl Backlog {
             match store::knowledge::backlog(conn).await {
                 Ok(pending) => self.count.store(pending.revisions, Relaxed),
                 Err(error) if crate::error::fault(&error) == crate::error::Fault::ConnectionLost => {
-                    // Another caller reads it in a second's time.
+                    // Still due: the next caller (the retry, most likely)
+                    // reads it.
                     self.read_at.store(read_at, Relaxed);
                     return Err(error);
                 }

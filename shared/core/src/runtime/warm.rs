@@ -11,21 +11,21 @@
 //! back, every reply read) hands its connection to [`Warm`] instead, and the
 //! next request takes the most recently kept one. What stays as it was:
 //!
-//! - A connection is handed out again only within `fresh` ([`FRESH`] by
-//!   default) of its last use, well under the pool's own
-//!   [`CHECK_AFTER_IDLE`](super::CHECK_AFTER_IDLE): a connection in steady use
-//!   is checked by using it, as before (a lost one is retried on a fresh
-//!   connection, see `Session`). A task hands back to sqlx, which pings it
-//!   and checks it again before handing it out, whatever is older, within
-//!   twice `fresh`.
+//! - A connection goes from request to request only within `fresh`
+//!   ([`FRESH`] by default, at most the pool's own
+//!   [`CHECK_AFTER_IDLE`](super::CHECK_AFTER_IDLE)) of when it came from
+//!   sqlx, whether or not the requests used it; then it goes back, and sqlx
+//!   pings it, and checks it again before handing it out after a second
+//!   idle. A task hands back whatever is older than that, every `fresh`. A
+//!   connection lost meanwhile is retried on a fresh one, as one from the
+//!   pool was (see `Session`). The pool still sees every connection a few
+//!   times a second, so its own checks (its `max_lifetime`) still apply.
 //! - A request cut off mid-step (its future dropped), or whose call failed,
 //!   never hands its connection here: sqlx's ping flushes whatever that step
 //!   left unread, and closes a broken connection.
 //! - At most a quarter of the pool (and [`MAX_KEPT`]) is kept, and nothing
 //!   while every connection of the pool is out (someone may be waiting for
 //!   one): such a connection goes back to the pool's queue.
-//! - A connection goes back to sqlx at least every [`CYCLE`], so the pool's
-//!   own checks (its `max_lifetime`) still see it.
 //! - A closed pool gets its connections back at once, and so does sqlx when
 //!   the `Warm` is dropped.
 
@@ -39,9 +39,6 @@ use sqlx::{PgPool, Postgres};
 pub const FRESH: Duration = Duration::from_millis(100);
 /// Connections kept at most, whatever the pool's size.
 pub const MAX_KEPT: usize = 8;
-/// How long a connection goes from request to request without going back
-/// to sqlx.
-pub const CYCLE: Duration = Duration::from_secs(60);
 
 /// Connections kept warm for the next request (see the module documentation).
 pub struct Warm {
@@ -52,14 +49,8 @@ struct Inner {
     pool: PgPool,
     capacity: usize,
     fresh: Duration,
-    cycle: Duration,
-    /// Oldest first: kept at the end, taken from the end.
-    kept: Mutex<Vec<Kept>>,
-}
-
-struct Kept {
-    conn: Warmed,
-    at: Instant,
+    /// Kept at the end, taken from the end.
+    kept: Mutex<Vec<Warmed>>,
 }
 
 /// A connection handed out by [`Warm`]: a pooled connection, and when it
@@ -96,22 +87,22 @@ impl std::ops::DerefMut for Warmed {
 }
 
 impl Warm {
-    /// Keeps up to a quarter of `pool`'s connections, each for `fresh` (none
-    /// when it is zero, or outside a Tokio runtime, where nothing could hand
-    /// stale ones back).
+    /// Keeps up to a quarter of `pool`'s connections, each within `fresh`
+    /// (at most [`CHECK_AFTER_IDLE`](super::CHECK_AFTER_IDLE)) of when it came
+    /// from sqlx; none when it is zero, or outside a Tokio runtime, where
+    /// nothing could hand stale ones back.
     pub fn new(pool: PgPool, fresh: Duration) -> Self {
         let quarter = usize::try_from(pool.options().get_max_connections() / 4).unwrap_or(MAX_KEPT);
         let capacity = if fresh.is_zero() { 0 } else { quarter.min(MAX_KEPT) };
-        Self::with_capacity(pool, capacity, fresh, CYCLE)
+        Self::with_capacity(pool, capacity, fresh.min(super::CHECK_AFTER_IDLE))
     }
 
     /// Keeps up to `capacity` connections (0: none, every connection goes
-    /// back to sqlx), each for `fresh` at most, and a connection `cycle`
-    /// after it came from sqlx no more.
-    pub fn with_capacity(pool: PgPool, capacity: usize, fresh: Duration, cycle: Duration) -> Self {
+    /// back to sqlx), each within `fresh` of when it came from sqlx.
+    pub fn with_capacity(pool: PgPool, capacity: usize, fresh: Duration) -> Self {
         let runtime = tokio::runtime::Handle::try_current().ok();
         let capacity = if runtime.is_some() { capacity } else { 0 };
-        let inner = Arc::new(Inner { pool, capacity, fresh, cycle, kept: Mutex::default() });
+        let inner = Arc::new(Inner { pool, capacity, fresh, kept: Mutex::default() });
         if let (Some(runtime), true) = (runtime, capacity > 0) {
             runtime.spawn(hand_back_stale(Arc::downgrade(&inner)));
         }
@@ -127,23 +118,22 @@ impl Warm {
         }
     }
 
-    /// Keeps `conn` for the next request, unless the pool has none left
-    /// (then it goes back to the pool's queue, as it does once its cycle is
-    /// over).
-    /// Only for a connection whose every step finished: nothing of it is
-    /// checked here.
+    /// Keeps `conn` for the next request, unless it is no longer fresh or
+    /// the pool has none left (then it goes back to the pool's queue). Only
+    /// for a connection whose every step finished: nothing of it is checked
+    /// here.
     pub fn keep(&self, conn: Warmed) {
         let inner = &self.inner;
         let pool = &inner.pool;
         let exhausted = pool.size() >= pool.options().get_max_connections() && pool.num_idle() == 0;
-        if exhausted || conn.since.elapsed() >= inner.cycle {
+        if exhausted || !inner.is_fresh(&conn) {
             return;
         }
         let mut kept = inner.lock();
         // Looked at under the lock: the hand-back on closing takes it after
         // the pool is marked closed, so nothing is kept past it.
         if kept.len() < inner.capacity && !pool.is_closed() {
-            kept.push(Kept { conn, at: Instant::now() });
+            kept.push(conn);
         }
     }
 
@@ -154,34 +144,42 @@ impl Warm {
 }
 
 impl Inner {
-    fn lock(&self) -> MutexGuard<'_, Vec<Kept>> {
+    fn lock(&self) -> MutexGuard<'_, Vec<Warmed>> {
         // A panic while holding the lock leaves a plain list: still usable.
         self.kept.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// The newest kept connection, if fresh; a stale newest means all are
-    /// stale, and they go back to sqlx.
-    fn take(&self) -> Option<Warmed> {
-        let mut kept = self.lock();
-        let newest = kept.pop()?;
-        if newest.at.elapsed() < self.fresh {
-            return Some(newest.conn);
-        }
-        let stale = std::mem::take(&mut *kept);
-        drop(kept);
-        drop((newest, stale));
-        None
+    fn is_fresh(&self, conn: &Warmed) -> bool {
+        conn.since.elapsed() < self.fresh
     }
 
-    /// Hands back to sqlx what was kept longer than `fresh` (everything once
-    /// the pool is closed).
+    /// The most recently kept connection that is still fresh; the stale ones
+    /// on the way go back to sqlx.
+    fn take(&self) -> Option<Warmed> {
+        let mut stale = Vec::new();
+        let mut kept = self.lock();
+        let fresh = loop {
+            match kept.pop() {
+                Some(conn) if self.is_fresh(&conn) => break Some(conn),
+                Some(conn) => stale.push(conn),
+                None => break None,
+            }
+        };
+        drop(kept);
+        drop(stale);
+        fresh
+    }
+
+    /// Hands back to sqlx what is no longer fresh (everything once the pool
+    /// is closed).
     fn hand_back_stale(&self) {
         let mut kept = self.lock();
-        let stale: Vec<Kept> = if self.pool.is_closed() {
+        let stale: Vec<Warmed> = if self.pool.is_closed() {
             std::mem::take(&mut *kept)
         } else {
-            let older = kept.partition_point(|k| k.at.elapsed() >= self.fresh);
-            kept.drain(..older).collect()
+            let (fresh, stale) = std::mem::take(&mut *kept).into_iter().partition(|conn| self.is_fresh(conn));
+            *kept = fresh;
+            stale
         };
         drop(kept);
         drop(stale);
@@ -194,8 +192,8 @@ impl Drop for Inner {
         if tokio::runtime::Handle::try_current().is_err() {
             // sqlx hands a connection back from a task it spawns, which needs
             // a runtime: without one, close them here.
-            for k in kept {
-                drop(k.conn.conn.detach());
+            for conn in kept {
+                drop(conn.conn.detach());
             }
         }
     }
