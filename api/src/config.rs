@@ -152,9 +152,9 @@ pub struct ServeConfig {
     /// without the connection failing.
     #[arg(long, env = "SVC_CALLER_CACHE_MAX_AGE_MS", default_value_t = DEFAULT_CALLER_CACHE_MAX_AGE_MS)]
     pub caller_cache_max_age_ms: u64,
-    /// Milliseconds a request's connection is kept for the next request
-    /// instead of handed back to the pool (0: never; see
-    /// `svc_core::runtime::warm`).
+    /// Milliseconds after it came from the pool that a connection may go
+    /// from request to request instead of back to the pool (at most 1,000;
+    /// 0: never; see `svc_core::runtime::warm`).
     #[arg(long, env = "SVC_DB_WARM_MS", default_value_t = DEFAULT_DB_WARM_MS)]
     pub db_warm_ms: u64,
     /// Base URL of an OpenAI-compatible API (up to where `chat/completions`

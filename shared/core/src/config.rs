@@ -44,8 +44,8 @@ pub struct CoreConfig {
     pub caller_cache_entries: usize,
     /// The longest a kept caller is used (see `auth::callers`).
     pub caller_cache_max_age: Duration,
-    /// The longest a request's connection is kept for the next request
-    /// (`runtime::warm`; zero: never).
+    /// How long after it came from the pool a connection may go from
+    /// request to request (`runtime::warm`, at most a second; zero: never).
     pub warm: Duration,
 }
 
