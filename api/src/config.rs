@@ -33,7 +33,8 @@ pub const DEFAULT_WAIT_CACHE_ENTRIES: usize = 10_000;
 pub const DEFAULT_WAIT_CACHE_MAX_AGE_MS: u64 = 1_000;
 pub const DEFAULT_CALLER_CACHE_ENTRIES: usize = 10_000;
 pub const DEFAULT_CALLER_CACHE_MAX_AGE_MS: u64 = 1_000;
-pub const DEFAULT_DB_WARM_MS: u64 = 100;
+/// The core's own default (`svc_core::runtime::warm::FRESH`), in milliseconds.
+pub const DEFAULT_DB_WARM_MS: u64 = svc_core::runtime::warm::FRESH.as_millis() as u64;
 pub const DEFAULT_DEV_ENV_FILE: &str = ".svc-dev.env";
 /// The client id the development identity provider knows when `SVC_OIDC_CLIENT_ID` is unset.
 pub const DEFAULT_DEV_CLIENT_ID: &str = "svc-cli";
