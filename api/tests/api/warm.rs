@@ -128,9 +128,9 @@ async fn nothing_is_kept_while_the_pool_is_out_of_connections_or_once_stale(pool
     drop(b);
     until(Duration::from_secs(10), "both are idle in the pool", || pool.num_idle() == 2).await;
     // A connection that is no longer fresh goes back.
-    let cycled = Warm::with_capacity(pool.clone(), 2, Duration::ZERO);
-    cycled.keep(cycled.acquire().await.unwrap());
-    assert_eq!(cycled.kept(), 0);
+    let never_fresh = Warm::with_capacity(pool.clone(), 2, Duration::ZERO);
+    never_fresh.keep(never_fresh.acquire().await.unwrap());
+    assert_eq!(never_fresh.kept(), 0);
     // With one of two idle, one is kept.
     until(Duration::from_secs(10), "both are idle again", || pool.num_idle() == 2).await;
     warm.keep(warm.acquire().await.unwrap());

@@ -35,7 +35,8 @@ use std::time::{Duration, Instant};
 use sqlx::pool::PoolConnection;
 use sqlx::{PgPool, Postgres};
 
-/// How long a kept connection is handed out without a check, by default.
+/// How long after it came from sqlx a connection may go from request to
+/// request, by default.
 pub const FRESH: Duration = Duration::from_millis(100);
 /// Connections kept at most, whatever the pool's size.
 pub const MAX_KEPT: usize = 8;
