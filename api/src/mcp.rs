@@ -17,7 +17,7 @@ use axum::http::{HeaderMap, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, Implementation, JsonObject, ListToolsResult,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation, JsonObject, ListToolsResult,
     PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool, ToolAnnotations,
 };
 use rmcp::service::RequestContext;
@@ -482,14 +482,37 @@ async fn call(
     let outcome = result.as_ref().err().map(|p| p.code);
     state.metrics.record(Surface::Mcp, op, outcome, started.elapsed());
     Ok(match result {
-        Ok(reply) => CallToolResult::structured(response::envelope_value(reply, &request_id)),
-        Err(problem) => CallToolResult::structured_error(response::problem_body(&problem, &request_id)),
+        Ok(reply) => structured(response::envelope_value(reply, &request_id), false),
+        Err(problem) => structured(response::problem_body(&problem, &request_id), true),
     })
+}
+
+/// rmcp's `CallToolResult::structured` (or `structured_error`): the value as
+/// the result's text block and as its structured content. The text is written
+/// by serde_json into one buffer, as an HTTP answer is, rather than through
+/// `Display` (rmcp's `to_string`), which passes it on in small pieces.
+fn structured(value: Value, is_error: bool) -> CallToolResult {
+    let mut bytes = Vec::with_capacity(response::BODY_CAPACITY);
+    let text = match serde_json::to_writer(&mut bytes, &value).map(|()| String::from_utf8(bytes)) {
+        Ok(Ok(text)) => text,
+        _ => value.to_string(),
+    };
+    let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);
+    result.structured_content = Some(value);
+    result.is_error = Some(is_error);
+    result
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn structured_results_are_rmcps() {
+        let value = json!({ "data": { "name": "A \"quoted\" é\n", "n": [1, 2.5, null, true] }, "meta": {} });
+        assert_eq!(structured(value.clone(), false), CallToolResult::structured(value.clone()));
+        assert_eq!(structured(value.clone(), true), CallToolResult::structured_error(value));
+    }
 
     #[test]
     fn bodies_that_may_be_over_a_tools_limit_are_probed_first() {

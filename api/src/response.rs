@@ -73,7 +73,7 @@ pub fn problem_body(problem: &Problem, request_id: &RequestId) -> Value {
 /// (axum's `Json` writes them through `BytesMut`'s writer, growing from 128
 /// bytes: 10,400 instructions for an agent.inspect answer against 6,400 here,
 /// counted by callgrind.)
-const BODY_CAPACITY: usize = 1024;
+pub const BODY_CAPACITY: usize = 1024;
 
 fn json_response(status: StatusCode, body: &impl Serialize, request_id: &RequestId) -> Response {
     let mut bytes = Vec::with_capacity(BODY_CAPACITY);
