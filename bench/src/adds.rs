@@ -91,6 +91,10 @@ struct Rates {
     /// CPU milliseconds per promotion meanwhile: PostgreSQL's (the workers'
     /// sessions) and the workers'.
     promotion_ms: (f64, f64),
+    /// CPU milliseconds per add (PostgreSQL's and the API's together) over
+    /// the first and the last tenth: what an add itself costs as the Agent
+    /// grows, apart from what else shares the machine meanwhile.
+    add_ms_tenths: (f64, f64),
 }
 
 pub async fn run(args: Vec<String>) -> anyhow::Result<()> {
@@ -115,13 +119,16 @@ pub async fn run(args: Vec<String>) -> anyhow::Result<()> {
                 let mode = if analyze { "by hand after each tenth" } else { "none by hand" };
                 eprintln!(
                     "round {round}, {label}, ANALYZE {mode}: {:.0} → {:.0} adds/s ({:.0} overall), {:.0} processed/s; \
-                     CPU ms per add {:.2} + {:.2}, per promotion {:.2} + {:.2} (PostgreSQL + process)",
+                     CPU ms per add {:.2} + {:.2} ({:.2} → {:.2} from the first tenth to the last), \
+                     per promotion {:.2} + {:.2} (PostgreSQL + process)",
                     rates.first,
                     rates.last,
                     rates.overall,
                     rates.processed,
                     rates.add_ms.0,
                     rates.add_ms.1,
+                    rates.add_ms_tenths.0,
+                    rates.add_ms_tenths.1,
                     rates.promotion_ms.0,
                     rates.promotion_ms.1
                 );
@@ -134,9 +141,9 @@ pub async fn run(args: Vec<String>) -> anyhow::Result<()> {
     }
     println!(
         "\n| build | ANALYZE | adds/s, first 10% | adds/s, last 10% | adds/s, all | processed/s meanwhile \
-         | CPU ms per add (PostgreSQL + API) | CPU ms per promotion (PostgreSQL + worker) |"
+         | CPU ms per add (PostgreSQL + API) | CPU ms per add, first → last 10% | CPU ms per promotion (PostgreSQL + worker) |"
     );
-    println!("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |");
+    println!("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
     for (label, mode, all) in results {
         let median = |f: fn(&Rates) -> f64| {
             let mut v: Vec<f64> = all.iter().map(f).collect();
@@ -144,13 +151,15 @@ pub async fn run(args: Vec<String>) -> anyhow::Result<()> {
             v[v.len() / 2]
         };
         println!(
-            "| {label} | {mode} | {:.0} | {:.0} | {:.0} | {:.0} | {:.2} + {:.2} | {:.2} + {:.2} |",
+            "| {label} | {mode} | {:.0} | {:.0} | {:.0} | {:.0} | {:.2} + {:.2} | {:.2} → {:.2} | {:.2} + {:.2} |",
             median(|r| r.first),
             median(|r| r.last),
             median(|r| r.overall),
             median(|r| r.processed),
             median(|r| r.add_ms.0),
             median(|r| r.add_ms.1),
+            median(|r| r.add_ms_tenths.0),
+            median(|r| r.add_ms_tenths.1),
             median(|r| r.promotion_ms.0),
             median(|r| r.promotion_ms.1)
         );
@@ -251,14 +260,16 @@ async fn import(
 
     let next = Arc::new(AtomicUsize::new(0));
     let tenth = documents.len().div_ceil(10);
-    // Each tenth: its adds and its seconds (an ANALYZE between tenths is not counted).
-    let mut stages: Vec<(usize, Duration)> = Vec::new();
+    // Each tenth: its adds, its seconds and the CPU time the API and its
+    // sessions spent meanwhile (an ANALYZE between tenths is not counted).
+    let mut stages: Vec<(usize, Duration, f64)> = Vec::new();
     let mut stage_end = 0;
     let began = Instant::now();
     while stage_end < documents.len() {
         let begin = stage_end;
         stage_end = (stage_end + tenth).min(documents.len());
         let end = stage_end;
+        let spent_before = metered(&pool).await?;
         let started = Instant::now();
         let mut clients = tokio::task::JoinSet::new();
         for _ in 0..options.clients {
@@ -293,7 +304,10 @@ async fn import(
         for finished in clients.join_all().await {
             finished?;
         }
-        stages.push((end - begin, started.elapsed()));
+        let took = started.elapsed();
+        let spent_after = metered(&pool).await?;
+        let spent = spent_after[0].since(&spent_before[0]) + spent_after[1].since(&spent_before[1]);
+        stages.push((end - begin, took, spent));
         if analyze {
             for table in svc_core::knowledge::statistics::ANALYZED_TABLES {
                 sqlx::query(sqlx::AssertSqlSafe(format!("ANALYZE {table}"))).execute(&pool).await?;
@@ -302,19 +316,21 @@ async fn import(
     }
     let after = metered(&pool).await?;
     let rate = |(adds, took): (usize, Duration)| adds as f64 / took.as_secs_f64().max(1e-9);
-    let all = stages.iter().fold((0, Duration::ZERO), |(n, t), (adds, took)| (n + adds, t + *took));
+    let all = stages.iter().fold((0, Duration::ZERO), |(n, t), (adds, took, _)| (n + adds, t + *took));
     let active: i64 =
         sqlx::query_scalar("SELECT count(*) FROM knowledge_revisions WHERE state = 'active'").fetch_one(&pool).await?;
     let spent: Vec<f64> = after.iter().zip(&before).map(|(a, b)| a.since(b)).collect();
     let per = |seconds: f64, n: usize| 1000.0 * seconds / n.max(1) as f64;
     let promoted = usize::try_from(active)?;
+    let (first, last) = (stages[0], stages[stages.len() - 1]);
     let rates = Rates {
-        first: rate(stages[0]),
-        last: rate(stages[stages.len() - 1]),
+        first: rate((first.0, first.1)),
+        last: rate((last.0, last.1)),
         overall: rate(all),
         processed: rate((promoted, began.elapsed())),
         add_ms: (per(spent[0], all.0), per(spent[1], all.0)),
         promotion_ms: (per(spent[2], promoted), per(spent[3], promoted)),
+        add_ms_tenths: (per(first.2, first.0), per(last.2, last.0)),
     };
 
     for mut worker in workers {
