@@ -158,7 +158,9 @@ pub fn connect(
 pub async fn live_connection(pool: &PgPool) -> Result<PoolConnection<Postgres>, sqlx::Error> {
     let mut last = None;
     for _ in 0..=pool.options().get_max_connections() {
-        let mut conn = pool.acquire().await?;
+        // Boxed: a request's futures would otherwise all hold the room of
+        // sqlx's 8.6 kB acquire future for this rare step (see `warm`).
+        let mut conn = Box::pin(pool.acquire()).await?;
         match sqlx::Connection::ping(&mut *conn).await {
             Ok(()) => return Ok(conn),
             Err(error) => {

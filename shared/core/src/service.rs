@@ -507,3 +507,33 @@ fn authorize(op: &Operation, principal: &Principal, workspace: Option<&Workspace
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn future_of_1<A, F: Future>(_: impl FnOnce(A) -> F) -> usize {
+        std::mem::size_of::<F>()
+    }
+
+    fn future_of_3<A, B, C, F: Future>(_: impl FnOnce(A, B, C) -> F) -> usize {
+        std::mem::size_of::<F>()
+    }
+
+    fn future_of_5<A, B, C, D, E, F: Future>(_: impl FnOnce(A, B, C, D, E) -> F) -> usize {
+        std::mem::size_of::<F>()
+    }
+
+    /// A request's futures are moved and copied whole as they are built,
+    /// boxed and awaited: none holds the room of sqlx's acquire future
+    /// (8.6 kB in a release build), which is boxed where a request may
+    /// await it.
+    #[test]
+    fn a_requests_futures_are_smaller_than_sqlxs_acquire() {
+        let acquire = future_of_1(sqlx::PgPool::acquire);
+        let call = future_of_5(Service::call);
+        let authenticate = future_of_3(Session::authenticate);
+        assert!(call < acquire, "Service::call: {call} bytes, acquire {acquire}");
+        assert!(authenticate < acquire, "Session::authenticate: {authenticate} bytes, acquire {acquire}");
+    }
+}
