@@ -513,15 +513,15 @@ mod tests {
     use super::*;
 
     fn future_of_1<A, F: Future>(_: impl FnOnce(A) -> F) -> usize {
-        std::mem::size_of::<F>()
+        size_of::<F>()
     }
 
     fn future_of_3<A, B, C, F: Future>(_: impl FnOnce(A, B, C) -> F) -> usize {
-        std::mem::size_of::<F>()
+        size_of::<F>()
     }
 
     fn future_of_5<A, B, C, D, E, F: Future>(_: impl FnOnce(A, B, C, D, E) -> F) -> usize {
-        std::mem::size_of::<F>()
+        size_of::<F>()
     }
 
     /// A request's futures are moved and copied whole as they are built,
@@ -530,7 +530,7 @@ mod tests {
     /// await it.
     #[test]
     fn a_requests_futures_are_smaller_than_sqlxs_acquire() {
-        let acquire = future_of_1(sqlx::PgPool::acquire);
+        let acquire = future_of_1(PgPool::acquire);
         let call = future_of_5(Service::call);
         let authenticate = future_of_3(Session::authenticate);
         assert!(call < acquire, "Service::call: {call} bytes, acquire {acquire}");
