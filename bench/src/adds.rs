@@ -95,6 +95,9 @@ struct Rates {
     /// the first and the last tenth: what an add itself costs as the Agent
     /// grows, apart from what else shares the machine meanwhile.
     add_ms_tenths: (f64, f64),
+    /// Cores the workers and their sessions kept busy over the first and the
+    /// last tenth: the share of the machine processing took from the adds.
+    worker_cores_tenths: (f64, f64),
 }
 
 pub async fn run(args: Vec<String>) -> anyhow::Result<()> {
@@ -120,7 +123,7 @@ pub async fn run(args: Vec<String>) -> anyhow::Result<()> {
                 eprintln!(
                     "round {round}, {label}, ANALYZE {mode}: {:.0} → {:.0} adds/s ({:.0} overall), {:.0} processed/s; \
                      CPU ms per add {:.2} + {:.2} ({:.2} → {:.2} from the first tenth to the last), \
-                     per promotion {:.2} + {:.2} (PostgreSQL + process)",
+                     per promotion {:.2} + {:.2} (PostgreSQL + process); workers' cores {:.2} → {:.2}",
                     rates.first,
                     rates.last,
                     rates.overall,
@@ -130,7 +133,9 @@ pub async fn run(args: Vec<String>) -> anyhow::Result<()> {
                     rates.add_ms_tenths.0,
                     rates.add_ms_tenths.1,
                     rates.promotion_ms.0,
-                    rates.promotion_ms.1
+                    rates.promotion_ms.1,
+                    rates.worker_cores_tenths.0,
+                    rates.worker_cores_tenths.1
                 );
                 match results.iter_mut().find(|(l, m, _)| *l == label && *m == mode) {
                     Some((_, _, all)) => all.push(rates),
@@ -141,9 +146,10 @@ pub async fn run(args: Vec<String>) -> anyhow::Result<()> {
     }
     println!(
         "\n| build | ANALYZE | adds/s, first 10% | adds/s, last 10% | adds/s, all | processed/s meanwhile \
-         | CPU ms per add (PostgreSQL + API) | CPU ms per add, first → last 10% | CPU ms per promotion (PostgreSQL + worker) |"
+         | CPU ms per add (PostgreSQL + API) | CPU ms per add, first → last 10% | CPU ms per promotion (PostgreSQL + worker) \
+         | workers' cores, first → last 10% |"
     );
-    println!("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
+    println!("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
     for (label, mode, all) in results {
         let median = |f: fn(&Rates) -> f64| {
             let mut v: Vec<f64> = all.iter().map(f).collect();
@@ -151,7 +157,7 @@ pub async fn run(args: Vec<String>) -> anyhow::Result<()> {
             v[v.len() / 2]
         };
         println!(
-            "| {label} | {mode} | {:.0} | {:.0} | {:.0} | {:.0} | {:.2} + {:.2} | {:.2} → {:.2} | {:.2} + {:.2} |",
+            "| {label} | {mode} | {:.0} | {:.0} | {:.0} | {:.0} | {:.2} + {:.2} | {:.2} → {:.2} | {:.2} + {:.2} | {:.2} → {:.2} |",
             median(|r| r.first),
             median(|r| r.last),
             median(|r| r.overall),
@@ -161,7 +167,9 @@ pub async fn run(args: Vec<String>) -> anyhow::Result<()> {
             median(|r| r.add_ms_tenths.0),
             median(|r| r.add_ms_tenths.1),
             median(|r| r.promotion_ms.0),
-            median(|r| r.promotion_ms.1)
+            median(|r| r.promotion_ms.1),
+            median(|r| r.worker_cores_tenths.0),
+            median(|r| r.worker_cores_tenths.1)
         );
     }
     Ok(())
@@ -260,9 +268,10 @@ async fn import(
 
     let next = Arc::new(AtomicUsize::new(0));
     let tenth = documents.len().div_ceil(10);
-    // Each tenth: its adds, its seconds and the CPU time the API and its
-    // sessions spent meanwhile (an ANALYZE between tenths is not counted).
-    let mut stages: Vec<(usize, Duration, f64)> = Vec::new();
+    // Each tenth: its adds, its seconds and the CPU seconds the API and the
+    // workers (each with its sessions) spent meanwhile (an ANALYZE between
+    // tenths is not counted).
+    let mut stages: Vec<(usize, Duration, f64, f64)> = Vec::new();
     let mut stage_end = 0;
     let began = Instant::now();
     while stage_end < documents.len() {
@@ -306,8 +315,8 @@ async fn import(
         }
         let took = started.elapsed();
         let spent_after = metered(&pool).await?;
-        let spent = spent_after[0].since(&spent_before[0]) + spent_after[1].since(&spent_before[1]);
-        stages.push((end - begin, took, spent));
+        let spent = |i: usize| spent_after[i].since(&spent_before[i]);
+        stages.push((end - begin, took, spent(0) + spent(1), spent(2) + spent(3)));
         if analyze {
             for table in svc_core::knowledge::statistics::ANALYZED_TABLES {
                 sqlx::query(sqlx::AssertSqlSafe(format!("ANALYZE {table}"))).execute(&pool).await?;
@@ -316,7 +325,7 @@ async fn import(
     }
     let after = metered(&pool).await?;
     let rate = |(adds, took): (usize, Duration)| adds as f64 / took.as_secs_f64().max(1e-9);
-    let all = stages.iter().fold((0, Duration::ZERO), |(n, t), (adds, took, _)| (n + adds, t + *took));
+    let all = stages.iter().fold((0, Duration::ZERO), |(n, t), (adds, took, ..)| (n + adds, t + *took));
     let active: i64 =
         sqlx::query_scalar("SELECT count(*) FROM knowledge_revisions WHERE state = 'active'").fetch_one(&pool).await?;
     let spent: Vec<f64> = after.iter().zip(&before).map(|(a, b)| a.since(b)).collect();
@@ -331,6 +340,7 @@ async fn import(
         add_ms: (per(spent[0], all.0), per(spent[1], all.0)),
         promotion_ms: (per(spent[2], promoted), per(spent[3], promoted)),
         add_ms_tenths: (per(first.2, first.0), per(last.2, last.0)),
+        worker_cores_tenths: (first.3 / first.1.as_secs_f64(), last.3 / last.1.as_secs_f64()),
     };
 
     for mut worker in workers {
