@@ -172,7 +172,8 @@ pub fn tool_call(bytes: &[u8]) -> Option<(JsonRpcId, CallToolRequestParams)> {
 /// A tool call in its plainest form: an object of `jsonrpc` ("2.0"), `id`
 /// (an integer or a string), `method` ("tools/call") and `params`, an object
 /// of `name` and `arguments` (an object, or null or absent for none), each
-/// key once and written without escapes, and nothing else at either level.
+/// key once, the keys and the values of `jsonrpc` and `method` written
+/// without escapes, and nothing else at either level.
 /// rmcp reads such a message as a request with that id calling that tool
 /// with those arguments, and no `_meta` (the unit tests compare the two
 /// reads); any other message (a `_meta`, a float id, an escaped or unknown
@@ -464,6 +465,10 @@ mod tests {
             r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":["t",{"x":1}]}"#,
             r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","name":"u"}}"#,
             r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"arguments":{}}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","arguments":null,"arguments":{}}}"#,
+            r#"{"jsonrpc":"2.0","jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t"}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","method":"tools/call","params":{"name":"t"}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t"},"params":{"name":"t"}}"#,
             r#"{"jsonrpc":"2.0","id":9223372036854775808,"method":"tools/call","params":{"name":"t"}}"#,
             r#"{"jsonrpc":"2.0","id":null,"method":"tools/call","params":{"name":"t"}}"#,
             r#"{"jsonrpc":"2.0","id":1,"id":2,"method":"tools/call","params":{"name":"t"}}"#,
