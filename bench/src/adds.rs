@@ -17,6 +17,12 @@
 //! machine than a rate does, for comparing builds. PostgreSQL's part is NaN
 //! when PostgreSQL runs on another host (its sessions cannot be read here).
 //!
+//! For the first and the last tenth it also prints the WAL written per add
+//! and what the API's and the workers' PostgreSQL sessions were doing, sampled
+//! (`waits`): on the CPU, idle in a transaction (waiting for their process),
+//! or waiting on a lock or a WAL flush. A tenth that runs slower with no more
+//! CPU per add shows there what it waited on.
+//!
 //! With `SVC_BENCH_SLOW_PLANS_MS=N` PostgreSQL logs the plan of every
 //! statement slower than N ms (`auto_explain`, in the server's log): how the
 //! statements that slow down as the Agent grows were found.
@@ -37,6 +43,7 @@ use svc_tests::process::Spawned;
 use svc_tests::{AUDIENCE, ISSUER, TestIssuer};
 
 use crate::common::Scratch;
+use crate::waits::{Sampler, Samples};
 use crate::{corpus, cpu};
 
 struct Options {
@@ -265,6 +272,17 @@ async fn import(
         ])
     };
     let before = metered(&pool).await?;
+    // What the API's and the workers' sessions waited on, and the WAL written,
+    // in each tenth: where a tenth's rate falls while its CPU per add does not.
+    let sampled = svc_core::runtime::connect_unbounded(&scratch.url, 2)?;
+    let samplers = [
+        Sampler::start(sampled.clone(), database.clone(), "svc-api"),
+        Sampler::start(sampled.clone(), database.clone(), "svc-worker"),
+    ];
+    let wal = async |pool: &sqlx::PgPool| -> sqlx::Result<i64> {
+        sqlx::query_scalar("SELECT (pg_current_wal_lsn() - '0/0'::pg_lsn)::bigint").fetch_one(pool).await
+    };
+    let mut looks: Vec<(Samples, Samples, i64)> = Vec::new();
 
     let next = Arc::new(AtomicUsize::new(0));
     let tenth = documents.len().div_ceil(10);
@@ -279,6 +297,8 @@ async fn import(
         stage_end = (stage_end + tenth).min(documents.len());
         let end = stage_end;
         let spent_before = metered(&pool).await?;
+        let wal_before = wal(&pool).await?;
+        samplers.iter().for_each(|sampler| drop(sampler.take()));
         let started = Instant::now();
         let mut clients = tokio::task::JoinSet::new();
         for _ in 0..options.clients {
@@ -314,6 +334,7 @@ async fn import(
             finished?;
         }
         let took = started.elapsed();
+        looks.push((samplers[0].take(), samplers[1].take(), wal(&pool).await? - wal_before));
         let spent_after = metered(&pool).await?;
         let spent = |i: usize| spent_after[i].since(&spent_before[i]);
         stages.push((end - begin, took, spent(0) + spent(1), spent(2) + spent(3)));
@@ -324,6 +345,19 @@ async fn import(
         }
     }
     let after = metered(&pool).await?;
+    drop(samplers);
+    sampled.close().await;
+    for (name, (api, worker, wal)) in [("first", &looks[0]), ("last", &looks[looks.len() - 1])] {
+        let adds = if name == "first" { stages[0].0 } else { stages[stages.len() - 1].0 };
+        eprintln!(
+            "  {name} tenth: {:.1} kB WAL per add; API sessions busy {:.2} ({}); worker sessions busy {:.2} ({})",
+            *wal as f64 / 1024.0 / adds.max(1) as f64,
+            api.busy_sessions(),
+            api.busiest(5),
+            worker.busy_sessions(),
+            worker.busiest(4)
+        );
+    }
     let rate = |(adds, took): (usize, Duration)| adds as f64 / took.as_secs_f64().max(1e-9);
     let all = stages.iter().fold((0, Duration::ZERO), |(n, t), (adds, took, ..)| (n + adds, t + *took));
     let active: i64 =

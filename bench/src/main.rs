@@ -26,6 +26,7 @@ mod fairness;
 mod ingest;
 mod reconcile;
 mod requests;
+mod waits;
 
 /// The same allocator as `svc-api`, so the figures are the server's.
 #[global_allocator]
