@@ -67,11 +67,13 @@ impl Drop for Sampler {
 /// What one sampled session was doing, in a few words.
 fn class(state: Option<&str>, kind: Option<&str>, event: Option<&str>) -> String {
     match (state, kind, event) {
-        // An idle session's last wait is its client read: its process has it.
+        // An idle session's last wait is its client read: its process has it
+        // (an aborted transaction's too, waiting for its rollback).
         (Some("idle"), ..) => "idle".into(),
-        (Some("idle in transaction"), ..) => "idle in transaction".into(),
+        (Some(state), ..) if state.starts_with("idle in transaction") => "idle in transaction".into(),
         (Some("active"), None, _) => "CPU".into(),
-        (_, Some(kind), Some(event)) => format!("{kind}:{event}"),
+        (Some("active"), Some(kind), Some(event)) => format!("{kind}:{event}"),
+        // Another state (a fast-path call, statistics `disabled`): by name.
         (state, ..) => state.unwrap_or("unknown").into(),
     }
 }
@@ -124,6 +126,9 @@ mod tests {
         assert_eq!(class(Some("active"), None, None), "CPU");
         assert_eq!(class(Some("active"), Some("LWLock"), Some("WALWrite")), "LWLock:WALWrite");
         assert_eq!(class(Some("idle in transaction"), Some("Client"), Some("ClientRead")), "idle in transaction");
+        let aborted = class(Some("idle in transaction (aborted)"), Some("Client"), Some("ClientRead"));
+        assert_eq!(aborted, "idle in transaction");
+        assert_eq!(class(Some("disabled"), Some("Client"), Some("ClientRead")), "disabled");
         assert_eq!(class(None, None, None), "unknown");
     }
 
