@@ -288,7 +288,7 @@ pub enum Applied {
 /// sweeper sends the job again.
 pub async fn apply(pool: &PgPool, run: RunId, queue: Option<&Queue>, entries: usize) -> Result<Applied> {
     let agent = {
-        let mut conn = pool.acquire().await?;
+        let mut conn = crate::runtime::connection(pool).await?;
         store::reconcile::agent_of(&mut conn, run).await?
     };
     let Some(agent) = agent else { return Ok(Applied::Nothing) };
@@ -320,7 +320,7 @@ enum Step {
 /// row is locked first (only appliers lock run rows), then the Workspace, its
 /// sources, and its usage row last, in the store's order.
 async fn step(pool: &PgPool, agent: AgentId) -> Result<Step> {
-    let mut conn = pool.acquire().await?;
+    let mut conn = crate::runtime::connection(pool).await?;
     let mut tx = conn.begin().await?;
     let Some(run) = store::reconcile::next_of_agent(&mut tx, agent).await? else {
         tx.rollback().await?;

@@ -152,15 +152,22 @@ pub fn connect(
         .connect_lazy_with(options))
 }
 
+/// A connection from the pool, its wait boxed: sqlx's acquire future is
+/// 8.6 kB in a release build, and every future that awaits it in place
+/// reserves that room and is copied whole as it is moved, spawned and
+/// polled (a request's, a worker job's). Boxed, the room is a pointer, for
+/// one allocation per connection taken.
+pub async fn connection(pool: &PgPool) -> Result<PoolConnection<Postgres>, sqlx::Error> {
+    Box::pin(pool.acquire()).await
+}
+
 /// A pooled connection checked just now (one round trip), for a step retried
 /// after its connection was lost: a failover or a terminated session leaves
 /// several dead ones in the pool, each closed here as it is found.
 pub async fn live_connection(pool: &PgPool) -> Result<PoolConnection<Postgres>, sqlx::Error> {
     let mut last = None;
     for _ in 0..=pool.options().get_max_connections() {
-        // Boxed: a request's futures would otherwise all hold the room of
-        // sqlx's 8.6 kB acquire future for this rare step (see `warm`).
-        let mut conn = Box::pin(pool.acquire()).await?;
+        let mut conn = connection(pool).await?;
         match sqlx::Connection::ping(&mut *conn).await {
             Ok(()) => return Ok(conn),
             Err(error) => {
@@ -198,5 +205,23 @@ pub async fn shutdown_signal() {
     tokio::select! {
         () = ctrl_c => {}
         () = terminate => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn future_of_1<A, F: Future>(_: impl FnOnce(A) -> F) -> usize {
+        size_of::<F>()
+    }
+
+    /// What waits for a pooled connection through [`connection`] holds a
+    /// pointer to sqlx's acquire future, not the future itself.
+    #[test]
+    fn a_connections_wait_is_boxed() {
+        let boxed = future_of_1(connection);
+        let acquire = future_of_1(PgPool::acquire);
+        assert!(boxed <= 64 && boxed < acquire, "connection: {boxed} bytes, acquire {acquire}");
     }
 }

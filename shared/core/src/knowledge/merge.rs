@@ -62,7 +62,7 @@ pub async fn maintain(pool: &PgPool, agent: AgentId, mut known: Option<MergeBack
     for _ in 0..8 {
         let MergeBacklog { fresh, masks } = match known.take() {
             Some(backlog) => backlog,
-            None => store::knowledge::merge_backlog(&mut *pool.acquire().await?, agent).await?,
+            None => store::knowledge::merge_backlog(&mut *crate::runtime::connection(pool).await?, agent).await?,
         };
         if fresh < FRESH_LIMIT && masks < MASK_LIMIT {
             return Ok(());
@@ -115,7 +115,7 @@ fn choose(
 /// its backlog; with `purge`, every segment holding a masked document is
 /// rewritten. `None` when another merge of the Agent runs.
 pub async fn merge(pool: &PgPool, agent: AgentId, purge: bool) -> Result<Option<Merged>> {
-    let mut conn = pool.acquire().await?;
+    let mut conn = crate::runtime::connection(pool).await?;
     let mut tx = conn.begin().await?;
     if !store::advisory::try_lock(&mut tx, merge_key(agent)).await? {
         tx.rollback().await?;

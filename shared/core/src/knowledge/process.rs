@@ -142,7 +142,7 @@ async fn choose(pool: &PgPool, processing: &Processing) -> Result<Option<Chosen>
     let chooser = processing.choosing.join();
     for _ in 0..MAX_LOOKS {
         let mut candidates = {
-            let mut conn = pool.acquire().await?;
+            let mut conn = crate::runtime::connection(pool).await?;
             store::knowledge::next_in_turn(&mut conn, CANDIDATES).await?
         };
         if candidates.is_empty() {
@@ -198,7 +198,7 @@ async fn run(
         // Give the lease up at once so the next job need not wait it out; a
         // transient failure gives the attempt back too.
         let transient = crate::error::worth_waiting_for(error);
-        let released = match pool.acquire().await {
+        let released = match crate::runtime::connection(pool).await {
             Ok(mut conn) => store::knowledge::release_lease(&mut conn, revision, &owner, transient).await,
             Err(error) => Err(error),
         };
@@ -267,7 +267,7 @@ async fn begin(
         max_attempts: processing.max_attempts,
         wait: matches!(source, Source::Wait),
     };
-    let mut conn = pool.acquire().await?;
+    let mut conn = crate::runtime::connection(pool).await?;
     Ok(match store::knowledge::claim(&mut conn, revision, &claim).await? {
         None => Begin::Skip,
         Some(Claimed::Started(material)) => Begin::Attempt(material),
@@ -283,7 +283,7 @@ async fn attempt(pool: &PgPool, revision: RevisionId, owner: &str, material: Opt
     let material = match material {
         Some(material) => material,
         None => {
-            let mut conn = pool.acquire().await?;
+            let mut conn = crate::runtime::connection(pool).await?;
             store::knowledge::material(&mut conn, revision)
                 .await?
                 .ok_or_else(|| Error::internal("revision vanished"))?
@@ -345,7 +345,7 @@ async fn promote(
     bodies: Vec<String>,
     words: Vec<i32>,
 ) -> Result<Promotion> {
-    let mut conn = pool.acquire().await?;
+    let mut conn = crate::runtime::connection(pool).await?;
     let mut tx = conn.begin().await?;
     let passages = Passages {
         revision,
@@ -394,7 +394,7 @@ async fn promote(
 /// Fails an unfinished revision with `code`, freeing its bytes; the active
 /// revision is untouched. A revision finished meanwhile stays as it is.
 pub async fn fail(pool: &PgPool, revision: RevisionId, code: &'static str) -> Result<Outcome> {
-    let mut conn = pool.acquire().await?;
+    let mut conn = crate::runtime::connection(pool).await?;
     let mut tx = conn.begin().await?;
     let Some(workspace) = store::knowledge::workspace_of(&mut tx, revision).await? else {
         tx.rollback().await?;
@@ -431,7 +431,7 @@ impl Lease {
                     () = stopped.notified() => return,
                     () = tokio::time::sleep(lease / 3) => {}
                 }
-                let renewed = match pool.acquire().await {
+                let renewed = match crate::runtime::connection(&pool).await {
                     Ok(mut conn) => {
                         store::knowledge::renew_lease(&mut conn, revision, &owner, lease.as_secs_f64()).await
                     }
@@ -477,7 +477,40 @@ impl Drop for Lease {
 
 #[cfg(test)]
 mod tests {
-    use super::Choosing;
+    use sqlx::PgPool;
+
+    use super::{Choosing, process, process_next};
+    use crate::knowledge::merge::maintain;
+
+    fn future_of_1<A, F: Future>(_: impl FnOnce(A) -> F) -> usize {
+        size_of::<F>()
+    }
+
+    fn future_of_2<A, B, F: Future>(_: impl FnOnce(A, B) -> F) -> usize {
+        size_of::<F>()
+    }
+
+    fn future_of_3<A, B, C, F: Future>(_: impl FnOnce(A, B, C) -> F) -> usize {
+        size_of::<F>()
+    }
+
+    /// A job's future is moved whole as apalis, backon and tokio wrap,
+    /// spawn and poll it: none holds the room of sqlx's acquire future
+    /// (8.6 kB in a release build), whose wait is boxed (`runtime::connection`).
+    /// Unoptimized futures are sized otherwise (acquire's is 2.5 kB, ours
+    /// larger): `cargo test --release` checks this one.
+    #[test]
+    #[cfg_attr(debug_assertions, ignore = "sizes of unoptimized futures; run with --release")]
+    fn a_jobs_futures_are_smaller_than_sqlxs_acquire() {
+        let acquire = future_of_1(PgPool::acquire);
+        for (name, size) in [
+            ("process_next", future_of_2(process_next)),
+            ("process", future_of_3(process)),
+            ("merge::maintain", future_of_3(maintain)),
+        ] {
+            assert!(size < acquire, "{name}: {size} bytes, acquire {acquire}");
+        }
+    }
 
     #[test]
     fn a_place_follows_the_others_still_choosing() {

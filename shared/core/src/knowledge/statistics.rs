@@ -153,7 +153,7 @@ async fn figures(conn: &mut PgConnection, table: &'static str) -> Result<Option<
 /// it closes its connection; PostgreSQL finishes the statement on its own.
 pub async fn look_after(pool: &PgPool, upkeep: Upkeep, every: Duration) -> Result<Vec<&'static str>> {
     let Kind { tables, counters, due, runs } = kind(upkeep);
-    let mut conn = pool.acquire().await?;
+    let mut conn = crate::runtime::connection(pool).await?;
     let changes = store::statistics::changes(&mut conn, tables).await?;
     if !changes.iter().any(due) || !store::statistics::claim(&mut conn, upkeep, every.as_secs_f64()).await? {
         return Ok(Vec::new());

@@ -52,7 +52,7 @@ const BATCH: i64 = 500;
 pub async fn sweep(pool: &PgPool, queue: Option<&Queue>, settings: &Sweep) -> Result<Swept> {
     // Held on a connection of its own for the sweep: if this process dies, the
     // connection closes and the lock is released with it.
-    let mut turn = pool.acquire().await?;
+    let mut turn = crate::runtime::connection(pool).await?;
     let key = store::advisory::key(&[b"sweeper"]);
     if !store::advisory::try_session_lock(&mut turn, key).await? {
         return Ok(Swept::default());
@@ -70,7 +70,7 @@ pub async fn sweep(pool: &PgPool, queue: Option<&Queue>, settings: &Sweep) -> Re
 
 async fn sweep_held(pool: &PgPool, queue: Option<&Queue>, settings: &Sweep) -> Result<Swept> {
     let mut swept = Swept { ran: true, ..Swept::default() };
-    let mut conn = pool.acquire().await?;
+    let mut conn = crate::runtime::connection(pool).await?;
     let overdue = store::knowledge::overdue(&mut conn, settings.deadline.as_secs_f64(), BATCH).await?;
     drop(conn);
     for revision in overdue {
@@ -83,7 +83,7 @@ async fn sweep_held(pool: &PgPool, queue: Option<&Queue>, settings: &Sweep) -> R
         // queue holds one for each revision nobody holds, whichever it names.
         let queued = queue.depth().await.map_err(|e| crate::error::Error::internal(format!("queue depth: {e}")))?;
         let queued = i64::try_from(queued.waiting).unwrap_or(i64::MAX);
-        let mut conn = pool.acquire().await?;
+        let mut conn = crate::runtime::connection(pool).await?;
         let after = settings.requeue_after.as_secs_f64();
         let stale = store::knowledge::take_unawakened(&mut conn, after, queued, BATCH).await?;
         let runs = store::reconcile::take_stale(&mut conn, after, BATCH).await?;
@@ -100,7 +100,7 @@ async fn sweep_held(pool: &PgPool, queue: Option<&Queue>, settings: &Sweep) -> R
     }
     // Agents whose index a promotion left unmerged (another merge of it ran
     // then, or it was indexed before migration 0017), or masked by deletes.
-    let mut conn = pool.acquire().await?;
+    let mut conn = crate::runtime::connection(pool).await?;
     let agents = store::knowledge::agents_to_merge(&mut conn, merge::FRESH_LIMIT, merge::MASK_LIMIT, 16).await?;
     drop(conn);
     for agent in agents {

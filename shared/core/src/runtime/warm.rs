@@ -115,12 +115,10 @@ impl Warm {
     pub async fn acquire(&self) -> sqlx::Result<Warmed> {
         match self.inner.take() {
             Some(conn) => Ok(conn),
-            // sqlx's acquire future is 8.6 kB, and every future awaiting this
-            // one would hold its room: a request's futures, moved as they are
-            // built, boxed and polled, each copied it (callgrind: about
-            // 40,000 instructions of copies per MCP call). Boxed, it costs
-            // one allocation when the pool is used and nothing otherwise.
-            None => Ok(Warmed::new(Box::pin(self.inner.pool.acquire()).await?)),
+            // Boxed (`runtime::connection`): unboxed, a request's futures
+            // each copied sqlx's 8.6 kB acquire future as they were moved
+            // (callgrind: about 40,000 instructions of copies per MCP call).
+            None => Ok(Warmed::new(super::connection(&self.inner.pool).await?)),
         }
     }
 
