@@ -128,7 +128,9 @@ pub fn style_route() -> MethodRouter<AppState> {
 async fn answering(state: &AppState, agent: &str) -> Result<PublicAgent, Problem> {
     let not_found = || Problem::not_found("Public Chat");
     let id = AgentId::parse(agent).ok_or_else(not_found)?;
-    let mut conn = state.service.pool().acquire().await.map_err(|e| svc_core::error::Error::from(e).into_problem())?;
+    let mut conn = svc_core::runtime::connection(state.service.pool())
+        .await
+        .map_err(|e| svc_core::error::Error::from(e).into_problem())?;
     chat::answering_agent(&mut conn, id).await.map_err(svc_core::error::Error::into_problem)?.ok_or_else(not_found)
 }
 

@@ -200,7 +200,7 @@ async fn claim_cost(workspaces: i64, pending: i64) -> anyhow::Result<()> {
         if analyzed {
             sqlx::raw_sql("ANALYZE").execute(&stack.pool).await?;
         }
-        let mut conn = stack.pool.acquire().await?;
+        let mut conn = svc_core::runtime::connection(&stack.pool).await?;
         let mut times = Vec::new();
         for _ in 0..200 {
             let started = Instant::now();

@@ -120,7 +120,7 @@ pub async fn copy_limit(documents: &[Document]) -> anyhow::Result<(f64, usize)> 
             rows += 1;
         }
     }
-    let mut conn = pool.acquire().await?;
+    let mut conn = svc_core::runtime::connection(&pool).await?;
     let started = Instant::now();
     let mut copy = conn.copy_in_raw("COPY bench_passages (agent_id, title, heading, body) FROM STDIN").await?;
     for chunk in payload.as_bytes().chunks(1 << 20) {

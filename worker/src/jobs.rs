@@ -107,6 +107,7 @@ mod tests {
     /// checks this one.
     #[test]
     #[cfg_attr(debug_assertions, ignore = "sizes of unoptimized futures; run with --release")]
+    #[allow(clippy::disallowed_methods, reason = "its size, not a call")]
     fn a_jobs_future_is_smaller_than_sqlxs_acquire() {
         let acquire = future_of_1(PgPool::acquire);
         let (run, handle) = (future_of_2(run), future_of_2(handle));

@@ -2,6 +2,7 @@
 //! test (`#[sqlx::test]`), so they run in parallel.
 
 #![expect(clippy::unwrap_used, reason = "a test should stop at the first surprise")]
+#![allow(clippy::disallowed_methods, reason = "tests take pooled connections in place; their futures' size is no cost")]
 
 mod account;
 mod account_members;

@@ -47,19 +47,19 @@ pub async fn start_session(pool: &PgPool, id: &IdToken) -> Result<StartedSession
         name: id.name.as_deref(),
         expires_at: OffsetDateTime::now_utc() + SESSION_LIFETIME,
     };
-    let mut conn = pool.acquire().await?;
+    let mut conn = crate::runtime::connection(pool).await?;
     let session = store::web_sessions::insert(&mut conn, &new).await?;
     Ok(StartedSession { token, session })
 }
 
 /// The live session the cookie's token names.
 pub async fn session(pool: &PgPool, token: &str) -> Result<Option<WebSessionRow>> {
-    let mut conn = pool.acquire().await?;
+    let mut conn = crate::runtime::connection(pool).await?;
     Ok(store::web_sessions::find(&mut conn, &token_hash(token)).await?)
 }
 
 pub async fn end_session(pool: &PgPool, token: &str) -> Result<()> {
-    let mut conn = pool.acquire().await?;
+    let mut conn = crate::runtime::connection(pool).await?;
     Ok(store::web_sessions::delete(&mut conn, &token_hash(token)).await?)
 }
 
@@ -76,14 +76,14 @@ pub fn identity(session: &WebSessionRow) -> VerifiedToken {
 
 /// Records a sign-in under way, bound to the browser holding `binding`.
 pub async fn begin_sign_in(pool: &PgPool, binding: &str, sign_in: &SignInRow) -> Result<()> {
-    let mut conn = pool.acquire().await?;
+    let mut conn = crate::runtime::connection(pool).await?;
     let expires = OffsetDateTime::now_utc() + SIGN_IN_LIFETIME;
     Ok(store::web_sessions::insert_sign_in(&mut conn, &token_hash(binding), sign_in, expires).await?)
 }
 
 /// The sign-in under way of the browser holding `binding`, spent.
 pub async fn take_sign_in(pool: &PgPool, binding: &str) -> Result<Option<SignInRow>> {
-    let mut conn = pool.acquire().await?;
+    let mut conn = crate::runtime::connection(pool).await?;
     Ok(store::web_sessions::take_sign_in(&mut conn, &token_hash(binding)).await?)
 }
 
@@ -106,7 +106,7 @@ pub async fn finish_setup(pool: &PgPool, session: &WebSessionRow, name: &str) ->
 /// and `-2`, `-3` ... as workspace.create).
 pub async fn preview_slug(pool: &PgPool, name: &str) -> Result<String> {
     let base = crate::slug::derive(name, "workspace");
-    let mut conn = pool.acquire().await?;
+    let mut conn = crate::runtime::connection(pool).await?;
     let taken = store::workspaces::slugs_like(&mut conn, &base).await?;
     let mut n = 1;
     loop {
@@ -162,20 +162,20 @@ pub async fn invite(pool: &PgPool, by: UserId, ws: &WorkspaceContext, role: Role
     }
     let token = random_token().map_err(|e| Error::internal(format!("no randomness: {e}")))?;
     let expires_at = OffsetDateTime::now_utc() + INVITE_LIFETIME;
-    let mut conn = pool.acquire().await?;
+    let mut conn = crate::runtime::connection(pool).await?;
     store::invites::insert(&mut conn, ws.id, &token_hash(&token), role.into(), by, expires_at).await?;
     Ok(CreatedInvite { token, expires_at })
 }
 
 /// The open invite a token names (unused, unexpired).
 pub async fn open_invite(pool: &PgPool, token: &str) -> Result<Option<InviteRow>> {
-    let mut conn = pool.acquire().await?;
+    let mut conn = crate::runtime::connection(pool).await?;
     Ok(store::invites::find_open(&mut conn, &token_hash(token)).await?)
 }
 
 pub async fn open_invites(pool: &PgPool, ws: &WorkspaceContext) -> Result<Vec<InviteRow>> {
     require_manager(ws)?;
-    let mut conn = pool.acquire().await?;
+    let mut conn = crate::runtime::connection(pool).await?;
     Ok(store::invites::list_open(&mut conn, ws.id).await?)
 }
 
@@ -195,7 +195,7 @@ pub async fn accept_invite(pool: &PgPool, user: UserId, token: &str) -> Result<I
 }
 
 pub async fn members(pool: &PgPool, ws: &WorkspaceContext) -> Result<Vec<MemberRow>> {
-    let mut conn = pool.acquire().await?;
+    let mut conn = crate::runtime::connection(pool).await?;
     Ok(store::members::list(&mut conn, ws.id).await?)
 }
 

@@ -44,7 +44,7 @@ fn workspace_json(ws: &WorkspaceRow) -> Value {
 }
 
 async fn workspace(pool: &PgPool, name: &str) -> Result<WorkspaceRow> {
-    let mut conn = pool.acquire().await?;
+    let mut conn = crate::runtime::connection(pool).await?;
     let found = match Selector::parse(Some(name)) {
         Selector::Id(id) => store::workspaces::find(&mut conn, Some(id), None).await?,
         Selector::Slug(slug) => store::workspaces::find(&mut conn, None, Some(&slug)).await?,
@@ -57,13 +57,13 @@ pub async fn user_setup(pool: &PgPool, issuer: &str, subject: &str, email: &str,
     if !email.contains('@') {
         return Err(AdminError::Invalid(format!("`{email}` is not an e-mail address")));
     }
-    let mut conn = pool.acquire().await?;
+    let mut conn = crate::runtime::connection(pool).await?;
     let user = store::users::complete_setup(&mut conn, issuer, subject, email, name).await?;
     Ok(json!({ "user": user_json(&user) }))
 }
 
 pub async fn user_revoke_sessions(pool: &PgPool, issuer: &str, subject: &str) -> Result<Value> {
-    let mut conn = pool.acquire().await?;
+    let mut conn = crate::runtime::connection(pool).await?;
     let user = store::users::revoke_sessions(&mut conn, issuer, subject)
         .await?
         .ok_or_else(|| AdminError::Invalid(format!("no User {issuer} {subject}")))?;
@@ -74,7 +74,7 @@ pub async fn member_add(pool: &PgPool, workspace_name: &str, issuer: &str, subje
     let role = Role::parse(role)
         .ok_or_else(|| AdminError::Invalid(format!("role must be owner, admin or member, not `{role}`")))?;
     let ws = workspace(pool, workspace_name).await?;
-    let mut conn = pool.acquire().await?;
+    let mut conn = crate::runtime::connection(pool).await?;
     let user = store::users::find_by_identity(&mut conn, issuer, subject)
         .await?
         .ok_or_else(|| AdminError::Invalid(format!("no User {issuer} {subject}; run user-setup first")))?;
@@ -110,7 +110,7 @@ pub async fn plan_set(pool: &PgPool, workspace_name: &str, plan: &str, limits: &
         Plan::Starter | Plan::Pro => (None, Some(now + PERIOD_LENGTH)),
         Plan::Expired => (None, None),
     };
-    let mut conn = pool.acquire().await?;
+    let mut conn = crate::runtime::connection(pool).await?;
     store::entitlements::set_plan(&mut conn, ws.id, plan.as_str(), trial_end, period_end, &Value::Object(overrides))
         .await?;
     let entitlement = store::entitlements::get(&mut conn, ws.id).await?;
@@ -127,7 +127,7 @@ pub async fn plan_set(pool: &PgPool, workspace_name: &str, plan: &str, limits: &
 
 pub async fn set_archived(pool: &PgPool, workspace_name: &str, archived: bool) -> Result<Value> {
     let ws = workspace(pool, workspace_name).await?;
-    let mut conn = pool.acquire().await?;
+    let mut conn = crate::runtime::connection(pool).await?;
     let status = if archived { WorkspaceStatus::Archived } else { WorkspaceStatus::Active };
     let ws = store::workspaces::set_status(&mut conn, ws.id, status.into()).await?;
     Ok(json!({ "workspace": workspace_json(&ws) }))

@@ -157,6 +157,7 @@ pub fn connect(
 /// reserves that room and is copied whole as it is moved, spawned and
 /// polled (a request's, a worker job's). Boxed, the room is a pointer, for
 /// one allocation per connection taken.
+#[allow(clippy::disallowed_methods)] // The one place that awaits it, boxed.
 pub async fn connection(pool: &PgPool) -> Result<PoolConnection<Postgres>, sqlx::Error> {
     Box::pin(pool.acquire()).await
 }
@@ -219,6 +220,7 @@ mod tests {
     /// What waits for a pooled connection through [`connection`] holds a
     /// pointer to sqlx's acquire future, not the future itself.
     #[test]
+    #[allow(clippy::disallowed_methods, reason = "its size, not a call")]
     fn a_connections_wait_is_boxed() {
         let boxed = future_of_1(connection);
         let acquire = future_of_1(PgPool::acquire);

@@ -100,7 +100,7 @@ impl Service {
 
     /// Work still to be processed: revisions, their Workspaces, the oldest's age.
     pub async fn backlog_figures(&self) -> crate::error::Result<crate::store::knowledge::PendingWork> {
-        let mut conn = self.pool.acquire().await?;
+        let mut conn = crate::runtime::connection(&self.pool).await?;
         Ok(crate::store::knowledge::backlog(&mut conn).await?)
     }
 
@@ -529,6 +529,7 @@ mod tests {
     /// (8.6 kB in a release build), which is boxed where a request may
     /// await it.
     #[test]
+    #[allow(clippy::disallowed_methods, reason = "its size, not a call")]
     fn a_requests_futures_are_smaller_than_sqlxs_acquire() {
         let acquire = future_of_1(PgPool::acquire);
         let call = future_of_5(Service::call);

@@ -298,7 +298,7 @@ fn best(candidates: &[(i64, i32, f64)], documents: &HashMap<i64, (RevisionId, So
 pub async fn answer(pool: &PgPool, llm: Option<&Llm>, speaker: &Speaker, question: &str) -> Result<Answer> {
     let started = Instant::now();
     let found = {
-        let mut conn = pool.acquire().await?;
+        let mut conn = crate::runtime::connection(pool).await?;
         retrieve(&mut conn, speaker.id, question).await?
     };
     let retrieval = started.elapsed();

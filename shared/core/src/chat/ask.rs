@@ -67,7 +67,7 @@ pub async fn ask(
 ) -> Result<Asked> {
     let (agent, entitlement) = (&public.agent, &public.entitlement);
     let (conversation, new) = {
-        let mut conn = service.pool().acquire().await?;
+        let mut conn = crate::runtime::connection(service.pool()).await?;
         match conversation {
             Some(id) if store::conversations::exists(&mut conn, id, agent.id).await? => (id, false),
             _ => {
@@ -95,7 +95,7 @@ pub async fn ask(
 /// ended the conversation is what the caller hears about.
 async fn give_back(service: &Service, conversation: ConversationId) {
     let given_back = async {
-        let mut conn = service.pool().acquire().await?;
+        let mut conn = crate::runtime::connection(service.pool()).await?;
         store::conversations::give_back(&mut conn, conversation).await
     };
     if let Err(error) = given_back.await {

@@ -501,6 +501,7 @@ mod tests {
     /// larger): `cargo test --release` checks this one.
     #[test]
     #[cfg_attr(debug_assertions, ignore = "sizes of unoptimized futures; run with --release")]
+    #[allow(clippy::disallowed_methods, reason = "its size, not a call")]
     fn a_jobs_futures_are_smaller_than_sqlxs_acquire() {
         let acquire = future_of_1(PgPool::acquire);
         for (name, size) in [

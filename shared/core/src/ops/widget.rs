@@ -84,7 +84,7 @@ impl Handler for Manifest {
 pub(crate) async fn verify(ctx: &Ctx<'_>, input: VerifyInput) -> Result<VerifyOutput> {
     let agent_id = agent_id(&input.agent_id)?;
     let (agent, knowledge_ready) = {
-        let mut conn = ctx.service.pool().acquire().await?;
+        let mut conn = crate::runtime::connection(ctx.service.pool()).await?;
         let workspace = ctx.workspace()?.id;
         let agent = chat::public_agent(&mut conn, agent_id)
             .await?
