@@ -86,32 +86,3 @@ async fn run(context: &Context, job: Job) -> Result<Outcome, svc_core::error::Er
         }
     }
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn future_of_1<A, F: Future>(_: impl FnOnce(A) -> F) -> usize {
-        size_of::<F>()
-    }
-
-    fn future_of_2<A, B, F: Future>(_: impl FnOnce(A, B) -> F) -> usize {
-        size_of::<F>()
-    }
-
-    /// A job's future is moved whole as apalis and backon wrap it and tokio
-    /// spawns and polls it: it does not hold the room of sqlx's acquire
-    /// future (8.6 kB in a release build), whose wait is boxed
-    /// (`svc_core::runtime::connection`) wherever a job takes a connection.
-    /// Unoptimized futures are sized otherwise: `cargo test --release`
-    /// checks this one.
-    #[test]
-    #[cfg_attr(debug_assertions, ignore = "sizes of unoptimized futures; run with --release")]
-    #[allow(clippy::disallowed_methods, reason = "its size, not a call")]
-    fn a_jobs_future_is_smaller_than_sqlxs_acquire() {
-        let acquire = future_of_1(PgPool::acquire);
-        let (run, handle) = (future_of_2(run), future_of_2(handle));
-        assert!(run < acquire, "run: {run} bytes, acquire {acquire}");
-        assert!(handle < acquire, "handle: {handle} bytes, acquire {acquire}");
-    }
-}

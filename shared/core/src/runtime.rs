@@ -209,13 +209,35 @@ pub async fn shutdown_signal() {
     }
 }
 
+/// The size of the future an async function returns, by its arity: what a
+/// caller awaiting it reserves and copies as it moves.
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn future_of_1<A, F: Future>(_: impl FnOnce(A) -> F) -> usize {
+pub(crate) mod sizes {
+    pub fn future_of_1<A, F: Future>(_: impl FnOnce(A) -> F) -> usize {
         size_of::<F>()
     }
+
+    pub fn future_of_2<A, B, F: Future>(_: impl FnOnce(A, B) -> F) -> usize {
+        size_of::<F>()
+    }
+
+    pub fn future_of_3<A, B, C, F: Future>(_: impl FnOnce(A, B, C) -> F) -> usize {
+        size_of::<F>()
+    }
+
+    pub fn future_of_4<A, B, C, D, F: Future>(_: impl FnOnce(A, B, C, D) -> F) -> usize {
+        size_of::<F>()
+    }
+
+    pub fn future_of_5<A, B, C, D, E, F: Future>(_: impl FnOnce(A, B, C, D, E) -> F) -> usize {
+        size_of::<F>()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::sizes::future_of_1;
+    use super::*;
 
     /// What waits for a pooled connection through [`connection`] holds a
     /// pointer to sqlx's acquire future, not the future itself.

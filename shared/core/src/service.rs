@@ -511,18 +511,7 @@ fn authorize(op: &Operation, principal: &Principal, workspace: Option<&Workspace
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn future_of_1<A, F: Future>(_: impl FnOnce(A) -> F) -> usize {
-        size_of::<F>()
-    }
-
-    fn future_of_3<A, B, C, F: Future>(_: impl FnOnce(A, B, C) -> F) -> usize {
-        size_of::<F>()
-    }
-
-    fn future_of_5<A, B, C, D, E, F: Future>(_: impl FnOnce(A, B, C, D, E) -> F) -> usize {
-        size_of::<F>()
-    }
+    use crate::runtime::sizes::{future_of_1, future_of_3, future_of_5};
 
     /// A request's futures are moved and copied whole as they are built,
     /// boxed and awaited: none holds the room of sqlx's acquire future

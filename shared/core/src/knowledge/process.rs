@@ -481,24 +481,16 @@ mod tests {
 
     use super::{Choosing, process, process_next};
     use crate::knowledge::merge::maintain;
+    use crate::reconcile::apply;
+    use crate::runtime::sizes::{future_of_1, future_of_2, future_of_3, future_of_4};
 
-    fn future_of_1<A, F: Future>(_: impl FnOnce(A) -> F) -> usize {
-        size_of::<F>()
-    }
-
-    fn future_of_2<A, B, F: Future>(_: impl FnOnce(A, B) -> F) -> usize {
-        size_of::<F>()
-    }
-
-    fn future_of_3<A, B, C, F: Future>(_: impl FnOnce(A, B, C) -> F) -> usize {
-        size_of::<F>()
-    }
-
-    /// A job's future is moved whole as apalis, backon and tokio wrap,
-    /// spawn and poll it: none holds the room of sqlx's acquire future
-    /// (8.6 kB in a release build), whose wait is boxed (`runtime::connection`).
+    /// A worker job's future is moved whole as apalis, backon and tokio
+    /// wrap, spawn and poll it: what a job awaits (processing, a merge, a
+    /// reconcile run) holds none of sqlx's acquire future (8.6 kB in a
+    /// release build), whose wait is boxed (`runtime::connection`).
     /// Unoptimized futures are sized otherwise (acquire's is 2.5 kB, ours
-    /// larger): `cargo test --release` checks this one.
+    /// larger): `cargo test --release` checks this one, and clippy refuses
+    /// `Pool::acquire` outside `runtime::connection` in every build.
     #[test]
     #[cfg_attr(debug_assertions, ignore = "sizes of unoptimized futures; run with --release")]
     #[allow(clippy::disallowed_methods, reason = "its size, not a call")]
@@ -508,6 +500,7 @@ mod tests {
             ("process_next", future_of_2(process_next)),
             ("process", future_of_3(process)),
             ("merge::maintain", future_of_3(maintain)),
+            ("reconcile::apply", future_of_4(apply)),
         ] {
             assert!(size < acquire, "{name}: {size} bytes, acquire {acquire}");
         }
