@@ -6,7 +6,7 @@
 //! catalog's operations with the User as caller, so their rules hold
 //! unchanged. Membership has no catalog operation: its rules live here.
 
-use sqlx::PgPool;
+use sqlx::{Connection, PgPool};
 use svc_contract::{Problem, ProblemCode, Role};
 use time::{Duration, OffsetDateTime};
 
@@ -187,7 +187,8 @@ fn invite_not_open() -> Error {
 /// transaction: a link joins one User, once. Someone already a member keeps
 /// their role (the invite is spent all the same).
 pub async fn accept_invite(pool: &PgPool, user: UserId, token: &str) -> Result<InviteRow> {
-    let mut tx = pool.begin().await?;
+    let mut conn = crate::runtime::connection(pool).await?;
+    let mut tx = conn.begin().await?;
     let invite = store::invites::spend(&mut tx, &token_hash(token), user).await?.ok_or_else(invite_not_open)?;
     store::members::add_if_absent(&mut tx, invite.workspace_id, user, invite.role).await?;
     tx.commit().await?;
@@ -235,7 +236,8 @@ pub async fn change_role(
     role: Role,
 ) -> Result<()> {
     may_grant(require_manager(ws)?, role)?;
-    let mut tx = pool.begin().await?;
+    let mut conn = crate::runtime::connection(pool).await?;
+    let mut tx = conn.begin().await?;
     let (by, current, owners) = locked_roles(&mut tx, ws.id, actor, target).await?;
     may_grant(by, role)?;
     may_grant(by, current)?;
@@ -249,7 +251,8 @@ pub async fn change_role(
 
 pub async fn remove_member(pool: &PgPool, ws: &WorkspaceContext, actor: UserId, target: UserId) -> Result<()> {
     require_manager(ws)?;
-    let mut tx = pool.begin().await?;
+    let mut conn = crate::runtime::connection(pool).await?;
+    let mut tx = conn.begin().await?;
     let (by, current, owners) = locked_roles(&mut tx, ws.id, actor, target).await?;
     may_grant(by, current)?;
     if current == Role::Owner && owners <= 1 {
