@@ -347,8 +347,8 @@ async fn import(
     let after = metered(&pool).await?;
     drop(samplers);
     sampled.close().await;
-    for (name, (api, worker, wal)) in [("first", &looks[0]), ("last", &looks[looks.len() - 1])] {
-        let adds = if name == "first" { stages[0].0 } else { stages[stages.len() - 1].0 };
+    for (name, tenth) in [("first", 0), ("last", stages.len() - 1)] {
+        let ((api, worker, wal), adds) = (&looks[tenth], stages[tenth].0);
         eprintln!(
             "  {name} tenth: {:.1} kB WAL per add; API sessions busy {:.2} ({}); worker sessions busy {:.2} ({})",
             *wal as f64 / 1024.0 / adds.max(1) as f64,

@@ -89,19 +89,18 @@ impl Samples {
     /// Sessions busy (not idle) on average at a look: how much of PostgreSQL
     /// the process kept working.
     pub fn busy_sessions(&self) -> f64 {
-        let busy: u64 = self.classes.iter().filter(|(class, _)| *class != "idle").map(|(_, count)| count).sum();
-        busy as f64 / self.looks.max(1) as f64
+        self.busy().map(|(_, count)| count).sum::<u64>() as f64 / self.looks.max(1) as f64
+    }
+
+    /// Each busy class (all but idle) and its count.
+    fn busy(&self) -> impl Iterator<Item = (&str, u64)> {
+        self.classes.iter().filter(|(class, _)| *class != "idle").map(|(class, count)| (class.as_str(), *count))
     }
 
     /// The busy classes (all but idle), largest first, each as its share of
     /// the busy samples, the first `n` of them: "CPU 61%, LWLock:WALWrite 20%".
     pub fn busiest(&self, n: usize) -> String {
-        let mut busy: Vec<(&str, u64)> = self
-            .classes
-            .iter()
-            .filter(|(class, _)| *class != "idle")
-            .map(|(class, count)| (class.as_str(), *count))
-            .collect();
+        let mut busy: Vec<(&str, u64)> = self.busy().collect();
         let total: u64 = busy.iter().map(|(_, count)| count).sum();
         if total == 0 {
             return "no busy sample".into();

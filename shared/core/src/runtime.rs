@@ -157,7 +157,7 @@ pub fn connect(
 /// reserves that room and is copied whole as it is moved, spawned and
 /// polled (a request's, a worker job's). Boxed, the room is a pointer, for
 /// one allocation per connection taken.
-#[allow(clippy::disallowed_methods)] // The one place that awaits it, boxed.
+#[allow(clippy::disallowed_methods, reason = "the one place that awaits it, boxed")]
 pub async fn connection(pool: &PgPool) -> Result<PoolConnection<Postgres>, sqlx::Error> {
     Box::pin(pool.acquire()).await
 }
