@@ -223,6 +223,15 @@ async fn an_archive_committing_mid_call_stops_every_mutation(pool: PgPool) {
         ("public-chats/enable", json!({ "agentId": agent })),
         ("public-chats/disable", json!({ "agentId": agent, "confirm": agent })),
         ("widgets/configure", json!({ "agentId": agent, "configuration": { "showBranding": false } })),
+        // An add holds the Workspace in its own statement; an input it cannot
+        // send (no Agent id, a wrong digest) is refused after that hold too.
+        ("knowledge-sources/add", crate::knowledge::add_input(&agent, "new", "New.")),
+        ("knowledge-sources/add", {
+            let mut wrong = crate::knowledge::add_input(&agent, "new", "New.");
+            wrong["digest"] = json!(svc_contract::digest::sha256_prefixed(b"Other."));
+            wrong
+        }),
+        ("knowledge-sources/add", crate::knowledge::add_input("agt_nothing", "new", "New.")),
     ];
     for (path, input) in cases {
         // The archive is written but not committed: the call's checks pass.
@@ -247,6 +256,7 @@ async fn an_archive_committing_mid_call_stops_every_mutation(pool: PgPool) {
     assert_eq!(app.count("SELECT count(*) FROM workspaces WHERE name = 'Renamed'").await, 0);
     assert_eq!(app.count("SELECT count(*) FROM public_chats").await, 0);
     assert_eq!(app.count("SELECT count(*) FROM widget_configurations").await, 0);
+    assert_eq!(app.count("SELECT count(*) FROM knowledge_sources").await, 0);
 }
 
 /// Defect 8: a `Svc-Workspace` header that is not visible ASCII was ignored,

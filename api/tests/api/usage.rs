@@ -8,9 +8,11 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use sqlx::{Connection as _, PgPool};
 use svc_core::entitlements::LimitKey;
-use svc_core::ids::{RevisionId, WorkspaceId};
+use svc_core::ids::{AgentId, RevisionId, SourceId, WorkspaceId};
 use svc_core::knowledge::{Outcome, Processing, process};
 use svc_core::store;
+use svc_core::store::knowledge::{Added, NewRevision, Room};
+use svc_core::store::types::StoredProvenanceKind;
 use svc_core::store::usage::Delta;
 
 use crate::helpers::{Tenant, assert_ok, assert_problem, waits_on_a_lock};
@@ -349,6 +351,84 @@ async fn a_lowered_limit_takes_back_the_room_shared_out(pool: PgPool) {
     let (reported, counted) = usage_and_recount(&s).await;
     assert_eq!(reported.0, 2);
     assert_eq!(reported, counted);
+}
+
+/// A limit lowered while an add waits for the Workspace is the limit the add
+/// meets: the add holds the Workspace in its own statement, which counts the
+/// source on a shard only while the Workspace has the plan and overrides the
+/// call was admitted with, so room shared out under the old limit stays unused.
+#[sqlx::test(migrations = "../migrations")]
+async fn a_limit_lowered_while_an_add_waits_is_the_limit_it_meets(pool: PgPool) {
+    let s = Tenant::new(pool).await;
+    svc_core::admin::plan_set(&s.app.pool, &s.ws, "pro", &[]).await.unwrap();
+    s.ok("knowledge-sources/add", add_input(&s.agent, "one", "The first source.")).await;
+    let mut change = s.app.pool.begin().await.unwrap();
+    sqlx::query(r#"UPDATE workspaces SET limit_overrides = '{"knowledge_sources": 1}'"#)
+        .execute(&mut *change)
+        .await
+        .unwrap();
+    let add = {
+        let (app, token, ws) = (s.app.clone(), s.owner.token.clone(), s.ws.clone());
+        let input = add_input(&s.agent, "two", "The second source.");
+        tokio::spawn(async move { app.op("knowledge-sources/add", &token, Some(&ws), input).await })
+    };
+    let own_statement = "%INSERT INTO knowledge_sources%";
+    assert!(waits_on_a_lock(&s.app.pool, own_statement).await, "the add's statement never waited for the Workspace");
+    change.commit().await.unwrap();
+    let body = assert_problem(&add.await.unwrap(), 403, "limit_exceeded");
+    assert_eq!(
+        body["error"]["details"],
+        json!({ "limit": "knowledge_sources", "max": 1, "current": 1, "requested": 1 })
+    );
+    let (reported, counted) = usage_and_recount(&s).await;
+    assert_eq!(reported.0, 1);
+    assert_eq!(reported, counted);
+}
+
+/// The add's statement counts the source on a shard when the Workspace has
+/// the plan and overrides of the Room asked for (overrides compared as JSON
+/// values, whatever their order), and leaves the count to the caller
+/// otherwise, having written the source all the same.
+#[sqlx::test(migrations = "../migrations")]
+async fn an_add_counts_its_usage_in_its_own_statement_only_under_the_plan_it_names(pool: PgPool) {
+    let s = Tenant::new(pool).await;
+    let overrides = ["knowledge_sources=100".to_owned(), "knowledge_bytes=100000".to_owned()];
+    svc_core::admin::plan_set(&s.app.pool, &s.ws, "pro", &overrides).await.unwrap();
+    // A first add shares out room under those limits.
+    s.ok("knowledge-sources/add", add_input(&s.agent, "one", "The first source.")).await;
+    let (ws, agent) = (WorkspaceId::parse(&s.ws).unwrap(), AgentId::parse(&s.agent).unwrap());
+    for (plan, room_taken) in [("pro", true), ("starter", false)] {
+        let first = NewRevision {
+            id: RevisionId::new(),
+            source_id: SourceId::new(),
+            workspace_id: ws,
+            agent_id: agent,
+            revision: "r1",
+            digest: &digest("The second source."),
+            title: "Two",
+            provenance_kind: StoredProvenanceKind::Manual,
+            provenance_uri: "notes",
+            required: false,
+            content: "The second source.",
+        };
+        let room = Room {
+            plan,
+            limit_overrides: json!({ "knowledge_bytes": 100_000, "knowledge_sources": 100 }),
+            sources_limit: 100,
+            bytes_limit: 100_000,
+        };
+        let mut tx = s.app.pool.begin().await.unwrap();
+        let (held, added) = store::knowledge::add_source(&mut tx, "two", &first, &room).await.unwrap();
+        assert_eq!(held.entitlement.limit(LimitKey::KnowledgeSources), 100);
+        let Added::Added { room_taken: taken, .. } = added else { panic!("{added:?}") };
+        assert_eq!(taken, room_taken, "{plan}");
+        let on_shards: i64 = sqlx::query_scalar("SELECT sum(sources)::bigint FROM workspace_usage_shards")
+            .fetch_one(&mut *tx)
+            .await
+            .unwrap();
+        assert_eq!(on_shards, if room_taken { 2 } else { 1 }, "{plan}");
+        tx.rollback().await.unwrap();
+    }
 }
 
 /// A replace that frees a superseded candidate's bytes makes one change of

@@ -406,7 +406,7 @@ impl Session<'_> {
         if let Some(ws) = workspace {
             entitlements::admit(op, ws.is_archived(), &ws.entitlement, now)?;
         }
-        let ctx = ops::Ctx { service, caller, workspace, client, now, held: None };
+        let ctx = ops::Ctx { service, caller, workspace, client, op, now, held: None };
         // widget.verify starts a conversation (counted against its quota) and
         // may call the model: run once, like a mutation.
         if op.mutating || op.op == svc_contract::OperationId::WidgetVerify {

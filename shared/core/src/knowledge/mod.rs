@@ -35,9 +35,10 @@ use crate::entitlements::{Entitlement, LimitKey};
 use crate::error::Result;
 use crate::ids::{AgentId, RevisionId, SourceId, WorkspaceId};
 use crate::jobs::Job;
-use crate::store::knowledge::{Added, HeldSource, NewRevision, RevisionFacts, SourceRow};
+use crate::store::knowledge::{Added, HeldSource, NewRevision, RevisionFacts, Room, SourceRow};
 use crate::store::types::{StoredProvenanceKind, StoredRevisionState};
 use crate::store::usage::Delta;
+use crate::store::workspaces::Held;
 use crate::store::{self};
 use crate::timestamp::millis;
 
@@ -195,27 +196,44 @@ fn source_not_found() -> Problem {
     Problem::not_found("Knowledge Source")
 }
 
-/// knowledge_source.add: a new source with a pending revision, within the
-/// `knowledge_sources` and `knowledge_bytes` limits; returns it as the
-/// resource shows it. The Agent's check and both inserts are one statement;
-/// the usage is reserved last, so concurrent adds of a Workspace wait for
-/// each other only for the end of a transaction.
+/// knowledge_source.add of a verified submission: a new source with a
+/// pending revision, within the `knowledge_sources` and `knowledge_bytes`
+/// limits; returns it as the resource shows it.
+///
+/// One statement holds the Workspace and the Agent, inserts both rows and,
+/// most of the time, counts the usage on a shard under the limits of
+/// `scope.entitlement` (the Entitlement the call was admitted with; see
+/// [`store::knowledge::Room`]). `admit` then judges the Workspace as that
+/// statement holds it (archived, Entitlement) before anything else is
+/// reported, and usage the statement could not count is reserved under the
+/// Entitlement held. The usage is counted last, so concurrent adds of a
+/// Workspace wait for each other only for the end of a transaction.
 pub async fn add(
     conn: &mut PgConnection,
     scope: Scope<'_>,
     key: &str,
     submission: Submission<'_>,
+    admit: impl FnOnce(&Held) -> Result<()>,
 ) -> Result<(SourceRow, Job)> {
-    submission.verify()?;
     let wanted = Delta::of(LimitKey::KnowledgeSources, 1).and(Delta::of(LimitKey::KnowledgeBytes, submission.bytes()));
     let (source, revision) = (SourceId::new(), RevisionId::new());
     let first = submission.new_revision(revision, source, scope.workspace, scope.agent);
-    let added = match store::knowledge::add_source(conn, key, &first).await? {
-        Added::Added(row) => row,
+    let limit = |key| i64::try_from(scope.entitlement.limit(key)).unwrap_or(i64::MAX);
+    let room = Room {
+        plan: scope.entitlement.plan.as_str(),
+        limit_overrides: serde_json::json!(scope.entitlement.limit_overrides),
+        sources_limit: limit(LimitKey::KnowledgeSources),
+        bytes_limit: limit(LimitKey::KnowledgeBytes),
+    };
+    let (held, added) = store::knowledge::add_source(conn, key, &first, &room).await?;
+    admit(&held)?;
+    let entitlement = &held.entitlement;
+    let (row, room_taken) = match added {
+        Added::Added { row, room_taken } => (row, room_taken),
         Added::NoAgent => return Err(agent_not_found().into()),
         Added::KeyExists => {
             // Over a limit, the limit is the answer (the contract's order of checks).
-            crate::entitlements::check(conn, scope.workspace, scope.entitlement, &wanted).await?;
+            crate::entitlements::check(conn, scope.workspace, entitlement, &wanted).await?;
             let existing = store::knowledge::id_by_key(conn, scope.agent, key).await?;
             let mut problem = Problem::invalid("key_exists", "A live source of this Agent already has this key.")
                 .with_detail("key", key);
@@ -225,8 +243,10 @@ pub async fn add(
             return Err(problem.into());
         }
     };
-    crate::entitlements::reserve(conn, scope.workspace, scope.entitlement, &wanted).await?;
-    Ok((*added, Job::ProcessRevision { revision }))
+    if !room_taken {
+        crate::entitlements::reserve(conn, scope.workspace, entitlement, &wanted).await?;
+    }
+    Ok((*row, Job::ProcessRevision { revision }))
 }
 
 /// What a replace did.

@@ -9,7 +9,7 @@ use svc_contract::operations::knowledge_source::{
 };
 use svc_contract::schema::True;
 
-use super::{Ctx, Done, Handler, Lock, Page};
+use super::{Ctx, Done, Handler, Lock, Page, hold};
 use crate::error::Result;
 use crate::ids::{AgentId, SourceId};
 use crate::knowledge::waits::Stale;
@@ -33,7 +33,8 @@ fn source_id(text: &str) -> Result<SourceId> {
     SourceId::parse(text).ok_or_else(|| source_not_found().into())
 }
 
-/// Where a write acts, with the Entitlement read under the Workspace's lock.
+/// Where a write acts, with the Entitlement read under the Workspace's lock
+/// (by an add, which takes that lock itself: the Entitlement it was admitted with).
 fn scope<'a>(ctx: &'a Ctx<'_>, agent: AgentId) -> Result<Scope<'a>> {
     let ws = ctx.workspace()?;
     Ok(Scope { workspace: ws.id, agent, entitlement: ctx.held.as_ref().unwrap_or(&ws.entitlement) })
@@ -88,9 +89,9 @@ impl Handler for Add {
     type Output = KnowledgeSourceOutput;
 
     const LOCK: Lock = Lock::Sharded;
+    const HOLDS_WORKSPACE: bool = true;
 
     async fn handle(ctx: &Ctx<'_>, conn: &mut PgConnection, input: AddInput) -> Result<Done<Self::Output>> {
-        let agent = agent_id(&input.agent_id)?;
         let submission = Submission {
             title: &input.title,
             provenance: &input.provenance,
@@ -99,7 +100,17 @@ impl Handler for Add {
             required: input.required,
             content: &input.content,
         };
-        let (source, job) = knowledge::add(conn, scope(ctx, agent)?, &input.key, submission).await?;
+        // An input the add's statement cannot be sent with is refused after
+        // the Workspace's own checks, as every write's problems are.
+        let agent = match agent_id(&input.agent_id).and_then(|agent| Ok(submission.verify().map(|()| agent)?)) {
+            Ok(agent) => agent,
+            Err(problem) => {
+                hold(ctx, conn).await?;
+                return Err(problem);
+            }
+        };
+        let admit = |held: &_| ctx.admit(held);
+        let (source, job) = knowledge::add(conn, scope(ctx, agent)?, &input.key, submission, admit).await?;
         Ok(Done { jobs: vec![job], ..KnowledgeSourceOutput { knowledge_source: source.into() }.into() })
     }
 }

@@ -11,7 +11,8 @@
 //!   while it needs them (widget.verify, which waits on the answer engine).
 //! - [`write`]: one transaction with the idempotency record; the selected
 //!   Workspace is held (FOR SHARE) and its archive state and Entitlement checked
-//!   again under that lock; a handler that consumes a limit waits its turn at the
+//!   again under that lock (by the runner, or by a handler that takes the hold
+//!   in its own first statement: knowledge_source.add); a handler that consumes a limit waits its turn at the
 //!   Workspace's gate (a few per Workspace at once) before it takes a
 //!   connection; jobs the handler returns are enqueued after the commit.
 
@@ -45,6 +46,7 @@ use crate::knowledge::waits::Stale;
 use crate::service::{ClientHints, Reply, Service, Session};
 use crate::store::types::StoredWorkspaceStatus;
 use crate::store::usage::Delta;
+use crate::store::workspaces::Held;
 
 /// What a handler knows about its call.
 pub(crate) struct Ctx<'a> {
@@ -52,6 +54,7 @@ pub(crate) struct Ctx<'a> {
     pub caller: &'a Caller,
     pub workspace: Option<&'a WorkspaceContext>,
     pub client: &'a ClientHints,
+    pub op: &'static Operation,
     pub now: OffsetDateTime,
     /// The selected Workspace's Entitlement as read under a mutation's lock.
     pub held: Option<Entitlement>,
@@ -70,6 +73,22 @@ impl Ctx<'_> {
             Principal::ApiKey(_) => Err(Error::internal("User-only operation called with an API key")),
         }
     }
+
+    /// `workspace_archived` or `entitlement_required` when the Workspace, as
+    /// the mutation holds it, no longer admits the call.
+    pub fn admit(&self, held: &Held) -> Result<()> {
+        let archived = held.status == StoredWorkspaceStatus::Archived;
+        Ok(entitlements::admit(self.op, archived, &held.entitlement, self.now)?)
+    }
+}
+
+/// Holds the selected Workspace FOR SHARE until the transaction ends (an
+/// archive or plan change waits for the mutation, or is seen by it) and admits
+/// the call under it; the Entitlement held.
+async fn hold(ctx: &Ctx<'_>, conn: &mut PgConnection) -> Result<Entitlement> {
+    let held = crate::store::workspaces::hold(conn, ctx.workspace()?.id).await?;
+    ctx.admit(&held)?;
+    Ok(held.entitlement)
 }
 
 /// Grows the selected Workspace's usage by `delta` within its limits, as they
@@ -139,6 +158,11 @@ pub(crate) trait Handler {
 
     /// How a mutation holds the Workspace (ignored by reads).
     const LOCK: Lock = Lock::Shared;
+
+    /// Whether the mutation holds the selected Workspace itself, in its first
+    /// statement, and admits the call under it ([`Ctx::admit`]) before it
+    /// reports anything else: the round trip of the runner's own hold saved.
+    const HOLDS_WORKSPACE: bool = false;
 
     fn handle(
         ctx: &Ctx<'_>,
@@ -347,14 +371,11 @@ async fn write<H: Handler>(
         }
         let held_ctx;
         let ctx = match ctx.workspace {
-            Some(ws) => {
-                let held = crate::store::workspaces::hold(&mut tx, ws.id).await?;
-                let archived = held.status == StoredWorkspaceStatus::Archived;
-                entitlements::admit(op, archived, &held.entitlement, ctx.now)?;
-                held_ctx = Ctx { held: Some(held.entitlement), ..*ctx };
+            Some(_) if !H::HOLDS_WORKSPACE => {
+                held_ctx = Ctx { held: Some(hold(ctx, &mut tx).await?), ..*ctx };
                 &held_ctx
             }
-            None => ctx,
+            _ => ctx,
         };
         let done = H::handle(ctx, &mut tx, input).await?;
         let reply = done.output.respond()?;

@@ -4,8 +4,11 @@ use sqlx::PgConnection;
 use time::OffsetDateTime;
 use uuid::Uuid;
 
+use crate::entitlements::Entitlement;
 use crate::ids::{AgentId, RevisionId, SourceId, WorkspaceId};
-use crate::store::types::{StoredProvenanceKind, StoredRevisionState};
+use crate::store::types::{StoredProvenanceKind, StoredRevisionState, StoredWorkspaceStatus};
+use crate::store::usage::shards::SHARDS;
+use crate::store::workspaces::Held;
 
 /// A live source as the resource shows it: its latest, active and candidate
 /// revisions (`knowledge_source_view`).
@@ -245,25 +248,52 @@ pub async fn insert_revision(conn: &mut PgConnection, new: &NewRevision<'_>) -> 
 #[derive(Clone, Debug, PartialEq)]
 pub enum Added {
     /// The source and its first revision are in: the source as
-    /// `knowledge_source_view` shows it.
-    Added(Box<SourceRow>),
+    /// `knowledge_source_view` shows it, and whether its usage was counted
+    /// on a shard (the [`Room`] asked for) in the same statement.
+    Added { row: Box<SourceRow>, room_taken: bool },
     /// The Agent is not live in the Workspace: nothing was written.
     NoAgent,
     /// A live source of the Agent has the key: nothing was written.
     KeyExists,
 }
 
+/// The usage an add counts on one of the Workspace's usage shards in its own
+/// statement, under the limits of the Entitlement the call was admitted with
+/// (`plan`, `limit_overrides`): taken only if the Workspace, held by that
+/// statement, still has that plan and those overrides, and only from room
+/// shared out under these limits (see `store::usage::shards`).
+pub struct Room<'a> {
+    pub plan: &'a str,
+    pub limit_overrides: serde_json::Value,
+    pub sources_limit: i64,
+    pub bytes_limit: i64,
+}
+
 /// Inserts the source of `first` and its first revision, showing it as latest
-/// and candidate, in one statement that holds the Agent's row `FOR SHARE`
-/// (live until the transaction ends: an Agent being deleted waits, or is
-/// seen deleted).
-#[tracing::instrument(level = "debug", skip(conn, first), fields(id = %first.source_id))]
-pub async fn add_source(conn: &mut PgConnection, key: &str, first: &NewRevision<'_>) -> sqlx::Result<Added> {
+/// and candidate, in one statement that also holds, until the transaction
+/// ends, the Workspace's row `FOR SHARE` (what it returns, for the caller to
+/// admit the write under: an archive or plan change waits for the add, or is
+/// seen by it) and the Agent's (an Agent being deleted waits, or is seen
+/// deleted); and that counts the source's usage on a shard when `room` allows.
+/// The rows are taken in the order every write takes them: Workspace, Agent,
+/// source, revision, shard.
+#[tracing::instrument(level = "debug", skip(conn, first, room), fields(id = %first.source_id))]
+pub async fn add_source(
+    conn: &mut PgConnection,
+    key: &str,
+    first: &NewRevision<'_>,
+    room: &Room<'_>,
+) -> sqlx::Result<(Held, Added)> {
     // `now()` is the transaction's start: the source's and the revision's.
     let row = sqlx::query!(
         r#"
-        WITH agent AS (
-            SELECT 1 FROM agents WHERE id = $3 AND workspace_id = $2 AND deleted_at IS NULL FOR SHARE
+        WITH workspace AS (
+            SELECT status, plan, trial_end, period_end, cancel_at_period_end, limit_overrides
+            FROM workspaces WHERE id = $2 FOR SHARE
+        ), agent AS (
+            SELECT 1 FROM agents
+            WHERE id = $3 AND workspace_id = $2 AND deleted_at IS NULL AND EXISTS (SELECT 1 FROM workspace)
+            FOR SHARE
         ), source AS (
             INSERT INTO knowledge_sources (id, workspace_id, agent_id, key, latest_revision_id,
                                            candidate_revision_id, revision, digest, title, provenance_kind,
@@ -283,9 +313,28 @@ pub async fn add_source(conn: &mut PgConnection, key: &str, first: &NewRevision<
                    $10::text, $11::boolean, $13::text, $12::integer
             FROM source
             RETURNING 1
+        ), room AS (
+            -- As `store::usage::shards::take_room`, once the revision is in.
+            UPDATE workspace_usage_shards s SET
+                sources = s.sources + 1, bytes = s.bytes + $12,
+                sources_room = s.sources_room - 1, bytes_room = s.bytes_room - $12
+            WHERE s.workspace_id = $2 AND s.shard = (
+                SELECT shard FROM workspace_usage_shards
+                WHERE workspace_id = $2 AND sources_room >= 1 AND bytes_room >= $12
+                  AND room_limits = ARRAY[$14::bigint, $15::bigint]
+                  AND EXISTS (SELECT 1 FROM revision)
+                  AND EXISTS (SELECT 1 FROM workspace WHERE plan = $16 AND limit_overrides = $17::jsonb)
+                ORDER BY (shard - pg_backend_pid() % $18::smallint + $18::smallint) % $18::smallint
+                LIMIT 1
+                FOR UPDATE SKIP LOCKED)
+            RETURNING 1
         )
-        SELECT EXISTS (SELECT 1 FROM agent) AS "agent!", EXISTS (SELECT 1 FROM revision) AS "added!",
-               now() AS "imported_at!"
+        SELECT w.status AS "status!: StoredWorkspaceStatus", w.plan AS "plan!", w.trial_end AS "trial_end?",
+               w.period_end AS "period_end?", w.cancel_at_period_end AS "cancel_at_period_end!",
+               w.limit_overrides AS "limit_overrides!",
+               EXISTS (SELECT 1 FROM agent) AS "agent!", EXISTS (SELECT 1 FROM revision) AS "added!",
+               EXISTS (SELECT 1 FROM room) AS "room_taken!", now() AS "imported_at!"
+        FROM workspace w
         "#,
         first.source_id as SourceId,
         first.workspace_id as WorkspaceId,
@@ -300,14 +349,32 @@ pub async fn add_source(conn: &mut PgConnection, key: &str, first: &NewRevision<
         first.required,
         first.content_bytes(),
         first.content,
+        room.sources_limit,
+        room.bytes_limit,
+        room.plan,
+        room.limit_overrides,
+        SHARDS,
     )
     .fetch_one(conn)
     .await?;
-    Ok(match (row.agent, row.added) {
+    let held = Held {
+        status: row.status,
+        entitlement: Entitlement::from_row(
+            &row.plan,
+            row.trial_end,
+            row.period_end,
+            row.cancel_at_period_end,
+            &row.limit_overrides,
+        ),
+    };
+    let added = match (row.agent, row.added) {
         (false, _) => Added::NoAgent,
         (true, false) => Added::KeyExists,
-        (true, true) => Added::Added(Box::new(SourceRow::added(key, first, row.imported_at))),
-    })
+        (true, true) => {
+            Added::Added { row: Box::new(SourceRow::added(key, first, row.imported_at)), room_taken: row.room_taken }
+        }
+    };
+    Ok((held, added))
 }
 
 impl SourceRow {
