@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use sqlx::PgPool;
 use svc_api::config::{DatabaseArgs, ServeConfig};
-use svc_core::ids::UserId;
+use svc_core::ids::{AgentId, UserId};
 use svc_tests::raw::RawConn;
 
 use crate::helpers::{
@@ -223,8 +223,10 @@ async fn an_archive_committing_mid_call_stops_every_mutation(pool: PgPool) {
         ("public-chats/enable", json!({ "agentId": agent })),
         ("public-chats/disable", json!({ "agentId": agent, "confirm": agent })),
         ("widgets/configure", json!({ "agentId": agent, "configuration": { "showBranding": false } })),
-        // An add holds the Workspace in its own statement; an input it cannot
-        // send (no Agent id, a wrong digest) is refused after that hold too.
+        // An add holds the Workspace in its own statement (an Agent id that
+        // names no Agent is found out there); an input it cannot send (an
+        // Agent id that cannot be one, a wrong digest) is refused after the
+        // runner's hold.
         ("knowledge-sources/add", crate::knowledge::add_input(&agent, "new", "New.")),
         ("knowledge-sources/add", {
             let mut wrong = crate::knowledge::add_input(&agent, "new", "New.");
@@ -232,6 +234,7 @@ async fn an_archive_committing_mid_call_stops_every_mutation(pool: PgPool) {
             wrong
         }),
         ("knowledge-sources/add", crate::knowledge::add_input("agt_nothing", "new", "New.")),
+        ("knowledge-sources/add", crate::knowledge::add_input(&AgentId::new().to_string(), "new", "New.")),
     ];
     for (path, input) in cases {
         // The archive is written but not committed: the call's checks pass.

@@ -386,9 +386,10 @@ async fn a_limit_lowered_while_an_add_waits_is_the_limit_it_meets(pool: PgPool) 
 }
 
 /// The add's statement counts the source on a shard when the Workspace has
-/// the plan and overrides of the Room asked for (overrides compared as JSON
-/// values, whatever their order), and leaves the count to the caller
-/// otherwise, having written the source all the same.
+/// the plan and overrides of the Room asked for, and leaves the count to the
+/// caller otherwise, having written the source all the same: under another
+/// plan, and under overrides equal as JSON values but not as the Entitlement
+/// reads them (`100.0` is no limit: the plan's own applies).
 #[sqlx::test(migrations = "../migrations")]
 async fn an_add_counts_its_usage_in_its_own_statement_only_under_the_plan_it_names(pool: PgPool) {
     let s = Tenant::new(pool).await;
@@ -397,7 +398,11 @@ async fn an_add_counts_its_usage_in_its_own_statement_only_under_the_plan_it_nam
     // A first add shares out room under those limits.
     s.ok("knowledge-sources/add", add_input(&s.agent, "one", "The first source.")).await;
     let (ws, agent) = (WorkspaceId::parse(&s.ws).unwrap(), AgentId::parse(&s.agent).unwrap());
-    for (plan, room_taken) in [("pro", true), ("starter", false)] {
+    let as_set = r#"{"knowledge_sources": 100, "knowledge_bytes": 100000}"#;
+    let as_float = r#"{"knowledge_sources": 100.0, "knowledge_bytes": 100000}"#;
+    for (plan, stored, sources_limit, room_taken) in
+        [("pro", as_set, 100, true), ("starter", as_set, 100, false), ("pro", as_float, 10_000, false)]
+    {
         let first = NewRevision {
             id: RevisionId::new(),
             source_id: SourceId::new(),
@@ -418,15 +423,16 @@ async fn an_add_counts_its_usage_in_its_own_statement_only_under_the_plan_it_nam
             bytes_limit: 100_000,
         };
         let mut tx = s.app.pool.begin().await.unwrap();
+        sqlx::query("UPDATE workspaces SET limit_overrides = $1::jsonb").bind(stored).execute(&mut *tx).await.unwrap();
         let (held, added) = store::knowledge::add_source(&mut tx, "two", &first, &room).await.unwrap();
-        assert_eq!(held.entitlement.limit(LimitKey::KnowledgeSources), 100);
+        assert_eq!(held.entitlement.limit(LimitKey::KnowledgeSources), sources_limit, "{plan} {stored}");
         let Added::Added { room_taken: taken, .. } = added else { panic!("{added:?}") };
-        assert_eq!(taken, room_taken, "{plan}");
+        assert_eq!(taken, room_taken, "{plan} {stored}");
         let on_shards: i64 = sqlx::query_scalar("SELECT sum(sources)::bigint FROM workspace_usage_shards")
             .fetch_one(&mut *tx)
             .await
             .unwrap();
-        assert_eq!(on_shards, if room_taken { 2 } else { 1 }, "{plan}");
+        assert_eq!(on_shards, if room_taken { 2 } else { 1 }, "{plan} {stored}");
         tx.rollback().await.unwrap();
     }
 }

@@ -215,6 +215,7 @@ pub async fn add(
     submission: Submission<'_>,
     admit: impl FnOnce(&Held) -> Result<()>,
 ) -> Result<(SourceRow, Job)> {
+    debug_assert!(submission.verify().is_ok(), "add of an unverified submission");
     let wanted = Delta::of(LimitKey::KnowledgeSources, 1).and(Delta::of(LimitKey::KnowledgeBytes, submission.bytes()));
     let (source, revision) = (SourceId::new(), RevisionId::new());
     let first = submission.new_revision(revision, source, scope.workspace, scope.agent);

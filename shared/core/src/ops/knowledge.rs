@@ -34,7 +34,8 @@ fn source_id(text: &str) -> Result<SourceId> {
 }
 
 /// Where a write acts, with the Entitlement read under the Workspace's lock
-/// (by an add, which takes that lock itself: the Entitlement it was admitted with).
+/// (for an add, which takes that lock in its own statement: the Entitlement
+/// the call path admitted it with).
 fn scope<'a>(ctx: &'a Ctx<'_>, agent: AgentId) -> Result<Scope<'a>> {
     let ws = ctx.workspace()?;
     Ok(Scope { workspace: ws.id, agent, entitlement: ctx.held.as_ref().unwrap_or(&ws.entitlement) })
@@ -100,8 +101,9 @@ impl Handler for Add {
             required: input.required,
             content: &input.content,
         };
-        // An input the add's statement cannot be sent with is refused after
-        // the Workspace's own checks, as every write's problems are.
+        // An input the add's statement cannot be sent with (an Agent id that
+        // cannot be one, a wrong digest) is refused after the Workspace's own
+        // checks, as every write's problems are.
         let agent = match agent_id(&input.agent_id).and_then(|agent| Ok(submission.verify().map(|()| agent)?)) {
             Ok(agent) => agent,
             Err(problem) => {

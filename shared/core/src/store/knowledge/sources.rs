@@ -261,7 +261,10 @@ pub enum Added {
 /// statement, under the limits of the Entitlement the call was admitted with
 /// (`plan`, `limit_overrides`): taken only if the Workspace, held by that
 /// statement, still has that plan and those overrides, and only from room
-/// shared out under these limits (see `store::usage::shards`).
+/// shared out under these limits (see `store::usage::shards`). The overrides
+/// are compared as PostgreSQL writes them out, so a stored value the
+/// Entitlement does not read as a limit (`20000.0`, `-1`, a string) never
+/// matches.
 pub struct Room<'a> {
     pub plan: &'a str,
     pub limit_overrides: serde_json::Value,
@@ -323,7 +326,7 @@ pub async fn add_source(
                 WHERE workspace_id = $2 AND sources_room >= 1 AND bytes_room >= $12
                   AND room_limits = ARRAY[$14::bigint, $15::bigint]
                   AND EXISTS (SELECT 1 FROM revision)
-                  AND EXISTS (SELECT 1 FROM workspace WHERE plan = $16 AND limit_overrides = $17::jsonb)
+                  AND EXISTS (SELECT 1 FROM workspace WHERE plan = $16 AND limit_overrides::text = $17::jsonb::text)
                 ORDER BY (shard - pg_backend_pid() % $18::smallint + $18::smallint) % $18::smallint
                 LIMIT 1
                 FOR UPDATE SKIP LOCKED)
