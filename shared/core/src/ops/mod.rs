@@ -12,9 +12,10 @@
 //! - [`write`]: one transaction with the idempotency record; the selected
 //!   Workspace is held (FOR SHARE) and its archive state and Entitlement checked
 //!   again under that lock (by the runner, or by a handler that takes the hold
-//!   in its own first statement: knowledge_source.add); a handler that consumes a limit waits its turn at the
-//!   Workspace's gate (a few per Workspace at once) before it takes a
-//!   connection; jobs the handler returns are enqueued after the commit.
+//!   in its own first statement: knowledge_source.add); a handler that
+//!   consumes a limit waits its turn at the Workspace's gate (a few per
+//!   Workspace at once) before it takes a connection; jobs the handler returns
+//!   are enqueued after the commit.
 
 mod agent;
 mod api_key;

@@ -18,7 +18,7 @@
 //! the rebalance lets go of everything and tries again shortly
 //! ([`Reservation::Undecided`]), since that writer is at its last statement.
 //!
-//! An add takes room as [`take_room`] does inside its own statement
+//! An add takes room as `take_room` does inside its own statement
 //! (`store::knowledge::add_source`), after its source and revision, under
 //! the limits of a plan and overrides its Workspace row still has.
 
