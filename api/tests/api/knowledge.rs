@@ -458,6 +458,13 @@ async fn content_digest_and_key_rules(pool: PgPool) {
     assert!(body["error"]["details"]["sourceId"].as_str().unwrap().starts_with("ks_"));
     assert_eq!(s.app.count("SELECT count(*) FROM knowledge_sources").await, 1);
     assert_eq!(s.app.count("SELECT count(*) FROM knowledge_revisions").await, 1);
+    // Nor does a replace's.
+    let exact_id = body["error"]["details"]["sourceId"].as_str().unwrap();
+    let mut wrong = replace_input(&s.agent, exact_id, "r2", "content");
+    wrong["digest"] = json!(digest("other content"));
+    let body = assert_problem(&s.call("knowledge-sources/replace", wrong).await, 400, "invalid_request");
+    assert_eq!(body["error"]["details"]["reason"], "digest_mismatch");
+    assert_eq!(s.app.count("SELECT count(*) FROM knowledge_revisions").await, 1);
     // Bounds of the metadata: 160/161 key, 240/241 title.
     for (field, ok, bad) in [("key", 160, 161), ("title", 240, 241), ("revision", 200, 201)] {
         let mut input = add_input(&s.agent, &format!("bounds-{field}"), "x");

@@ -259,16 +259,17 @@ pub enum Replaced {
     Unchanged,
 }
 
-/// knowledge_source.replace: a new candidate beside the active revision. An
-/// unfinished candidate it supersedes is failed (`superseded`) and its bytes
-/// freed before the `knowledge_bytes` limit is checked for the new one.
+/// knowledge_source.replace of a verified submission: a new candidate beside
+/// the active revision. An unfinished candidate it supersedes is failed
+/// (`superseded`) and its bytes freed before the `knowledge_bytes` limit is
+/// checked for the new one.
 pub async fn replace(
     conn: &mut PgConnection,
     scope: Scope<'_>,
     source: SourceId,
     submission: Submission<'_>,
 ) -> Result<Replaced> {
-    submission.verify()?;
+    debug_assert!(submission.verify().is_ok(), "replace of an unverified submission");
     let held =
         store::knowledge::lock(conn, scope.workspace, scope.agent, source).await?.ok_or_else(source_not_found)?;
     replace_held(conn, scope, &held, submission).await

@@ -152,6 +152,7 @@ impl Handler for Replace {
             required: input.required,
             content: &input.content,
         };
+        submission.verify()?;
         let jobs = match knowledge::replace(conn, scope(ctx, agent)?, source, submission).await? {
             Replaced::Candidate(job) => vec![job],
             Replaced::Unchanged => Vec::new(),
