@@ -462,9 +462,13 @@ async fn content_digest_and_key_rules(pool: PgPool) {
     let exact_id = body["error"]["details"]["sourceId"].as_str().unwrap();
     let mut wrong = replace_input(&s.agent, exact_id, "r2", "content");
     wrong["digest"] = json!(digest("other content"));
-    let body = assert_problem(&s.call("knowledge-sources/replace", wrong).await, 400, "invalid_request");
+    let body = assert_problem(&s.call("knowledge-sources/replace", wrong.clone()).await, 400, "invalid_request");
     assert_eq!(body["error"]["details"]["reason"], "digest_mismatch");
     assert_eq!(s.app.count("SELECT count(*) FROM knowledge_revisions").await, 1);
+    // The digest is checked before the source is looked up.
+    wrong["sourceId"] = json!(svc_core::ids::SourceId::new().to_string());
+    let body = assert_problem(&s.call("knowledge-sources/replace", wrong).await, 400, "invalid_request");
+    assert_eq!(body["error"]["details"]["reason"], "digest_mismatch");
     // Bounds of the metadata: 160/161 key, 240/241 title.
     for (field, ok, bad) in [("key", 160, 161), ("title", 240, 241), ("revision", 200, 201)] {
         let mut input = add_input(&s.agent, &format!("bounds-{field}"), "x");

@@ -275,8 +275,8 @@ pub async fn replace(
     replace_held(conn, scope, &held, submission).await
 }
 
-/// [`replace`] for a source already locked (reconcile applies many).
-pub async fn replace_held(
+/// [`replace`] once its source is locked.
+async fn replace_held(
     conn: &mut PgConnection,
     scope: Scope<'_>,
     held: &HeldSource,
