@@ -334,6 +334,13 @@ impl Tenant {
         self.app.op(path, &self.owner.token, Some(&self.ws), input).await
     }
 
+    /// [`Tenant::call`] on a task of its own, for a call that waits on a lock
+    /// the test holds: its answer comes from the handle.
+    pub fn spawn_call(&self, path: &'static str, input: Value) -> tokio::task::JoinHandle<TestResponse> {
+        let (app, token, ws) = (self.app.clone(), self.owner.token.clone(), self.ws.clone());
+        tokio::spawn(async move { app.op(path, &token, Some(&ws), input).await })
+    }
+
     /// [`Tenant::call`], which must succeed; its `data`.
     pub async fn ok(&self, path: &str, input: Value) -> Value {
         assert_ok(path, &self.call(path, input).await)

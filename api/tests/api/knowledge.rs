@@ -110,11 +110,7 @@ async fn an_add_racing_its_agents_deletion_writes_nothing(pool: PgPool) {
         .execute(&mut *deletion)
         .await
         .unwrap();
-    let add = {
-        let (app, token, ws) = (s.app.clone(), s.owner.token.clone(), s.ws.clone());
-        let input = add_input(&s.agent, "late", "Written after its Agent was gone.");
-        tokio::spawn(async move { app.op("knowledge-sources/add", &token, Some(&ws), input).await })
-    };
+    let add = s.spawn_call("knowledge-sources/add", add_input(&s.agent, "late", "Written after its Agent was gone."));
     let waited = waits_on_a_lock(&s.app.pool, "%FROM agents%FOR SHARE%").await;
     assert!(waited, "the add never waited for the Agent's row");
     deletion.commit().await.unwrap();

@@ -108,16 +108,11 @@ async fn writes_waiting_for_a_source_hold_up_no_add(pool: PgPool) {
         .execute(&mut *holder)
         .await
         .unwrap();
-    let mut waiting = tokio::task::JoinSet::new();
-    {
-        let (app, token, ws) = (s.app.clone(), s.owner.token.clone(), s.ws.clone());
-        let input = replace_input(&s.agent, &id, "r2", "Newer busy content.");
-        waiting.spawn(async move { app.op("knowledge-sources/replace", &token, Some(&ws), input).await });
-        let (app, token, ws) = (s.app.clone(), s.owner.token.clone(), s.ws.clone());
-        let input =
-            json!({ "agentId": s.agent, "sourceId": doomed, "tombstone": true, "prune": true, "confirm": doomed });
-        waiting.spawn(async move { app.op("knowledge-sources/delete", &token, Some(&ws), input).await });
-    }
+    let delete = json!({ "agentId": s.agent, "sourceId": doomed, "tombstone": true, "prune": true, "confirm": doomed });
+    let waiting = [
+        s.spawn_call("knowledge-sources/replace", replace_input(&s.agent, &id, "r2", "Newer busy content.")),
+        s.spawn_call("knowledge-sources/delete", delete),
+    ];
     let blocked =
         "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()";
     for _ in 0..3_000 {
@@ -135,7 +130,8 @@ async fn writes_waiting_for_a_source_hold_up_no_add(pool: PgPool) {
     .expect("the add waited for writes of another source");
     assert_ok("knowledge-sources/add", &add);
     holder.rollback().await.unwrap();
-    for response in waiting.join_all().await {
+    for call in waiting {
+        let response = call.await.unwrap();
         assert_eq!(response.status, 200, "{}", response.text());
     }
     let (reported, counted) = usage_and_recount(&s).await;
@@ -367,11 +363,7 @@ async fn a_limit_lowered_while_an_add_waits_is_the_limit_it_meets(pool: PgPool) 
         .execute(&mut *change)
         .await
         .unwrap();
-    let add = {
-        let (app, token, ws) = (s.app.clone(), s.owner.token.clone(), s.ws.clone());
-        let input = add_input(&s.agent, "two", "The second source.");
-        tokio::spawn(async move { app.op("knowledge-sources/add", &token, Some(&ws), input).await })
-    };
+    let add = s.spawn_call("knowledge-sources/add", add_input(&s.agent, "two", "The second source."));
     let own_statement = "%INSERT INTO knowledge_sources%";
     assert!(waits_on_a_lock(&s.app.pool, own_statement).await, "the add's statement never waited for the Workspace");
     change.commit().await.unwrap();
@@ -450,11 +442,8 @@ async fn a_replace_waiting_for_room_holds_up_no_other_write(pool: PgPool) {
     // Every shard held, as by writers at their last statement.
     let mut holder = s.app.pool.begin().await.unwrap();
     sqlx::query("SELECT 1 FROM workspace_usage_shards FOR UPDATE").execute(&mut *holder).await.unwrap();
-    let replace = {
-        let (app, token, ws) = (s.app.clone(), s.owner.token.clone(), s.ws.clone());
-        let input = replace_input(&s.agent, &id, "r2", "A longer second content, waiting for room.");
-        tokio::spawn(async move { app.op("knowledge-sources/replace", &token, Some(&ws), input).await })
-    };
+    let input = replace_input(&s.agent, &id, "r2", "A longer second content, waiting for room.");
+    let replace = s.spawn_call("knowledge-sources/replace", input);
     tokio::time::sleep(Duration::from_millis(150)).await;
     let mut other = s.app.pool.begin().await.unwrap();
     sqlx::query("SET LOCAL lock_timeout = '100ms'").execute(&mut *other).await.unwrap();

@@ -182,9 +182,14 @@ impl Entitlement {
         EntitlementChannels { allowed, max_active: None }
     }
 
+    /// A limit as stored counters compare it.
+    pub fn limit_i64(&self, key: LimitKey) -> i64 {
+        i64::try_from(self.limit(key)).unwrap_or(i64::MAX)
+    }
+
     /// Every limit, in the order of [`LimitKey::ALL`], as stored counters compare them.
     pub fn limit_array(&self) -> [i64; 5] {
-        LimitKey::ALL.map(|key| i64::try_from(self.limit(key)).unwrap_or(i64::MAX))
+        LimitKey::ALL.map(|key| self.limit_i64(key))
     }
 
     /// `limit_exceeded` when adding `requested` to `current` would pass the limit.

@@ -219,12 +219,11 @@ pub async fn add(
     let wanted = Delta::of(LimitKey::KnowledgeSources, 1).and(Delta::of(LimitKey::KnowledgeBytes, submission.bytes()));
     let (source, revision) = (SourceId::new(), RevisionId::new());
     let first = submission.new_revision(revision, source, scope.workspace, scope.agent);
-    let limit = |key| i64::try_from(scope.entitlement.limit(key)).unwrap_or(i64::MAX);
     let room = Room {
         plan: scope.entitlement.plan.as_str(),
         limit_overrides: serde_json::json!(scope.entitlement.limit_overrides),
-        sources_limit: limit(LimitKey::KnowledgeSources),
-        bytes_limit: limit(LimitKey::KnowledgeBytes),
+        sources_limit: scope.entitlement.limit_i64(LimitKey::KnowledgeSources),
+        bytes_limit: scope.entitlement.limit_i64(LimitKey::KnowledgeBytes),
     };
     let (held, added) = store::knowledge::add_source(conn, key, &first, &room).await?;
     admit(&held)?;

@@ -186,6 +186,21 @@ pub struct Held {
     pub entitlement: Entitlement,
 }
 
+impl Held {
+    /// From the Workspace row's columns.
+    pub fn from_row(
+        status: StoredWorkspaceStatus,
+        plan: &str,
+        trial_end: Option<OffsetDateTime>,
+        period_end: Option<OffsetDateTime>,
+        cancel_at_period_end: bool,
+        limit_overrides: &serde_json::Value,
+    ) -> Self {
+        let entitlement = Entitlement::from_row(plan, trial_end, period_end, cancel_at_period_end, limit_overrides);
+        Self { status, entitlement }
+    }
+}
+
 /// Reads the Workspace's status and Entitlement and holds its row FOR SHARE until
 /// the transaction ends: mutations run side by side, while an archive or plan
 /// change waits for them (and they, started after it, see it).
@@ -199,14 +214,12 @@ pub async fn hold(conn: &mut PgConnection, workspace: WorkspaceId) -> sqlx::Resu
     )
     .fetch_one(conn)
     .await?;
-    Ok(Held {
-        status: row.status,
-        entitlement: Entitlement::from_row(
-            &row.plan,
-            row.trial_end,
-            row.period_end,
-            row.cancel_at_period_end,
-            &row.limit_overrides,
-        ),
-    })
+    Ok(Held::from_row(
+        row.status,
+        &row.plan,
+        row.trial_end,
+        row.period_end,
+        row.cancel_at_period_end,
+        &row.limit_overrides,
+    ))
 }

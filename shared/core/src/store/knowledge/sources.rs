@@ -4,7 +4,6 @@ use sqlx::PgConnection;
 use time::OffsetDateTime;
 use uuid::Uuid;
 
-use crate::entitlements::Entitlement;
 use crate::ids::{AgentId, RevisionId, SourceId, WorkspaceId};
 use crate::store::types::{StoredProvenanceKind, StoredRevisionState, StoredWorkspaceStatus};
 use crate::store::usage::shards::SHARDS;
@@ -360,16 +359,14 @@ pub async fn add_source(
     )
     .fetch_one(conn)
     .await?;
-    let held = Held {
-        status: row.status,
-        entitlement: Entitlement::from_row(
-            &row.plan,
-            row.trial_end,
-            row.period_end,
-            row.cancel_at_period_end,
-            &row.limit_overrides,
-        ),
-    };
+    let held = Held::from_row(
+        row.status,
+        &row.plan,
+        row.trial_end,
+        row.period_end,
+        row.cancel_at_period_end,
+        &row.limit_overrides,
+    );
     let added = match (row.agent, row.added) {
         (false, _) => Added::NoAgent,
         (true, false) => Added::KeyExists,
