@@ -12,7 +12,7 @@ use svc_core::knowledge::process;
 use svc_core::store::types::StoredLanguage;
 use uuid::Uuid;
 
-use crate::helpers::{TestApp, TestUser, assert_ok};
+use crate::helpers::{PASSAGES_WITH_WORDS, TestApp, TestUser, assert_ok};
 use crate::knowledge::{add_input, processing};
 
 pub const ENGLISH: &[(&str, &str, &str)] = &[
@@ -250,20 +250,20 @@ pub fn questions() -> Vec<String> {
 pub async fn assert_bm25f(pool: &PgPool, agent: AgentId) -> (bool, usize) {
     let mut conn = pool.acquire().await.unwrap();
     // Every (passage, lexeme) of the Agent, straight from the passages.
-    let held: Vec<(Uuid, Uuid, i32, i32, String, i32, i32)> = sqlx::query_as(
+    let held: Vec<(Uuid, Uuid, i32, i32, String, i32, i32)> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
         "SELECT p.source_id, p.revision_id, p.ordinal, p.tokens, t.lexeme, cardinality(t.positions),
                 coalesce(cardinality(array_positions(t.weights, 'A')), 0)
-         FROM knowledge_passages p, unnest(p.search) AS t WHERE p.agent_id = $1",
-    )
+         FROM {PASSAGES_WITH_WORDS} p, unnest(p.search) AS t WHERE p.agent_id = $1"
+    )))
     .bind(agent.0)
     .fetch_all(pool)
     .await
     .unwrap();
-    let (n, mean): (f64, f64) = sqlx::query_as(
+    let (n, mean): (f64, f64) = sqlx::query_as(sqlx::AssertSqlSafe(format!(
         "SELECT count(*) FILTER (WHERE search <> '')::float8,
                 sum(tokens)::float8 / count(*) FILTER (WHERE search <> '')
-         FROM knowledge_passages WHERE agent_id = $1",
-    )
+         FROM {PASSAGES_WITH_WORDS} p WHERE agent_id = $1"
+    )))
     .bind(agent.0)
     .fetch_one(pool)
     .await
@@ -329,9 +329,9 @@ async fn requiring_every_word_would_miss_most_of_these(pool: PgPool) {
     s.agent("Support", "en", ENGLISH).await;
     let mut found = 0;
     for (question, _) in ENGLISH_QUESTIONS {
-        let hits: i64 = sqlx::query_scalar(
-            "SELECT count(*) FROM knowledge_passages WHERE search @@ websearch_to_tsquery('english', $1)",
-        )
+        let hits: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+            "SELECT count(*) FROM {PASSAGES_WITH_WORDS} p WHERE search @@ websearch_to_tsquery('english', $1)"
+        )))
         .bind(question)
         .fetch_one(&s.app.pool)
         .await

@@ -257,6 +257,19 @@ fn assert_request_id(response: &TestResponse, body: &Value) {
     assert_eq!(response.header("x-request-id"), Some(request_id));
 }
 
+/// Every stored passage with its words as PostgreSQL's text search reads
+/// them (`search`: the revision's title weighted `A`, then heading and body,
+/// in the passage's language), computed here from the text: the oracle the
+/// index is checked against. Passages store no tsvector (migration 0025).
+/// A subquery to select from.
+pub const PASSAGES_WITH_WORDS: &str = "(SELECT p.source_id, p.revision_id, p.ordinal, p.agent_id, p.tokens,
+        setweight(to_tsvector(c.config, r.title), 'A') || to_tsvector(c.config, coalesce(p.heading || E'\\n', '') || p.body)
+            AS search
+    FROM knowledge_passages p
+    JOIN knowledge_revisions r ON r.id = p.revision_id
+    CROSS JOIN LATERAL (SELECT (CASE p.language WHEN 'en' THEN 'english' WHEN 'es' THEN 'spanish' END)::regconfig
+                        AS config) c)";
+
 /// Sessions of the test's database waiting on a lock in a statement whose
 /// text matches `pattern` (SQL `LIKE`).
 pub async fn lock_waiters(pool: &PgPool, pattern: &str) -> i64 {

@@ -12,7 +12,7 @@ use svc_core::knowledge::postings;
 use svc_core::knowledge::{Outcome, merge, process};
 
 use crate::answers::{ENGLISH, assert_bm25f};
-use crate::helpers::Tenant;
+use crate::helpers::{PASSAGES_WITH_WORDS, Tenant};
 use crate::knowledge::{add_input, processing};
 
 fn digest(content: &str) -> String {
@@ -109,6 +109,9 @@ impl Index {
     /// left), beside those of the active passages themselves.
     async fn assert_exact(&self) {
         assert_eq!(self.count("SELECT count(*) FROM knowledge_masks WHERE agent_id = $1").await, 0);
+        // Passages keep their text only: their words are in the postings.
+        let stored = "SELECT count(*) FROM knowledge_passages WHERE agent_id = $1 AND search IS NOT NULL";
+        assert_eq!(self.count(stored).await, 0, "a passage stored its tsvector");
         let stored: Vec<(String, i64)> = sqlx::query_as(
             "SELECT lexeme, sum(passages)::bigint FROM (
                  SELECT lexeme, passages FROM knowledge_segment_terms WHERE agent_id = $1
@@ -119,29 +122,31 @@ impl Index {
         .fetch_all(self.pool())
         .await
         .unwrap();
-        let actual: Vec<(String, i64)> = sqlx::query_as(
-            "SELECT t.lexeme, count(*) FROM knowledge_passages p, unnest(p.search) AS t
-             WHERE p.agent_id = $1 GROUP BY t.lexeme ORDER BY t.lexeme",
-        )
+        let actual: Vec<(String, i64)> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+            "SELECT t.lexeme, count(*) FROM {PASSAGES_WITH_WORDS} p, unnest(p.search) AS t
+             WHERE p.agent_id = $1 GROUP BY t.lexeme ORDER BY t.lexeme"
+        )))
         .bind(self.agent.0)
         .fetch_all(self.pool())
         .await
         .unwrap();
         assert_eq!(stored, actual, "document frequencies");
-        let sizes = |sql: &'static str| async move {
-            let row: (i64, i64) = sqlx::query_as(sql).bind(self.agent.0).fetch_one(self.pool()).await.unwrap();
+        let sizes = |sql: String| async move {
+            let row: (i64, i64) =
+                sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(self.agent.0).fetch_one(self.pool()).await.unwrap();
             row
         };
         let kept = sizes(
             "SELECT coalesce(sum(passages), 0)::bigint, coalesce(sum(tokens), 0)::bigint FROM (
                  SELECT passages::bigint, tokens FROM knowledge_segments WHERE agent_id = $1
-                 UNION ALL SELECT passages, tokens FROM knowledge_documents WHERE agent_id = $1 AND segment_id IS NULL) s",
+                 UNION ALL SELECT passages, tokens FROM knowledge_documents WHERE agent_id = $1 AND segment_id IS NULL) s"
+                .to_owned(),
         )
         .await;
-        let actual = sizes(
+        let actual = sizes(format!(
             "SELECT count(*) FILTER (WHERE search <> ''), coalesce(sum(tokens), 0)::bigint
-             FROM knowledge_passages WHERE agent_id = $1",
-        )
+             FROM {PASSAGES_WITH_WORDS} p WHERE agent_id = $1"
+        ))
         .await;
         assert_eq!(kept, actual, "passages and words");
         let active = self

@@ -23,18 +23,7 @@ async fn migration_0023_lets_the_other_tables_be_read_while_it_waits(pool: PgPoo
         tokio::spawn(async move { sqlx::migrate!("../migrations").run(&pool).await })
     };
     // The reads start once the migration waits for `agents`.
-    let waiting = "SELECT count(*) FROM pg_locks l JOIN pg_class c ON c.oid = l.relation
-                   WHERE c.relname = 'agents' AND NOT l.granted";
-    let mut seen = false;
-    for _ in 0..3_000 {
-        let waiters: i64 = sqlx::query_scalar(waiting).fetch_one(&pool).await.unwrap();
-        if waiters > 0 {
-            seen = true;
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-    }
-    assert!(seen, "the migration never waited for agents");
+    assert!(waited_for(&pool, "agents").await, "the migration never waited for agents");
     let mut reader = pool.acquire().await.unwrap().detach();
     // Far above a try's 100 ms; below the 5 s a table was held before.
     sqlx::query("SET lock_timeout = '2s'").execute(&mut reader).await.unwrap();
@@ -65,4 +54,57 @@ async fn migration_0023_lets_the_other_tables_be_read_while_it_waits(pool: PgPoo
     assert_eq!(validated, [true, true]);
     reader.close().await.unwrap();
     holder.close().await.unwrap();
+}
+
+/// Migration 0025 needs `knowledge_passages` exclusively (answers read it,
+/// promotions write it). While a transaction reads it, the migration waits
+/// in tries of at most 100 ms, so other reads get in between the tries
+/// instead of queueing behind it until the holder commits.
+#[sqlx::test(migrations = false)]
+async fn migration_0025_lets_passages_be_read_while_it_waits(pool: PgPool) {
+    sqlx::migrate!("../migrations").run_to(24, &pool).await.unwrap();
+
+    let mut holder = pool.acquire().await.unwrap().detach();
+    let mut held = holder.begin().await.unwrap();
+    sqlx::query("SELECT count(*) FROM knowledge_passages").execute(&mut *held).await.unwrap();
+    let migrating = {
+        let pool = pool.clone();
+        tokio::spawn(async move { sqlx::migrate!("../migrations").run(&pool).await })
+    };
+    assert!(waited_for(&pool, "knowledge_passages").await, "the migration never waited for the passages");
+    let mut reader = pool.acquire().await.unwrap().detach();
+    // Far above a try's 100 ms; a plain wait would hold the reader until the holder commits.
+    sqlx::query("SET lock_timeout = '2s'").execute(&mut reader).await.unwrap();
+    for _ in 0..4 {
+        sqlx::query("SELECT count(*) FROM knowledge_passages").execute(&mut reader).await.unwrap();
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert!(!migrating.is_finished(), "the migration waits for the holder");
+
+    held.commit().await.unwrap();
+    migrating.await.unwrap().unwrap();
+    let nullable: String = sqlx::query_scalar(
+        "SELECT is_nullable FROM information_schema.columns
+         WHERE table_name = 'knowledge_passages' AND column_name = 'search'",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!(nullable, "YES", "a passage may leave its tsvector out");
+    reader.close().await.unwrap();
+    holder.close().await.unwrap();
+}
+
+/// Whether a session comes to wait for a lock on `table` within 30 s.
+async fn waited_for(pool: &PgPool, table: &str) -> bool {
+    let waiting = "SELECT count(*) FROM pg_locks l JOIN pg_class c ON c.oid = l.relation
+                   WHERE c.relname = $1 AND NOT l.granted";
+    for _ in 0..3_000 {
+        let waiters: i64 = sqlx::query_scalar(waiting).bind(table).fetch_one(pool).await.unwrap();
+        if waiters > 0 {
+            return true;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    false
 }
