@@ -3,11 +3,13 @@
 -- moved to the postings (migration 0008 dropped its GIN index): it is larger
 -- than the text itself (680 bytes for a 502-byte abstract), and every
 -- promotion wrote it and its WAL. Promotions now compute it, take the
--- postings and the sizes from it, and store NULL.
+-- postings and the sizes from it, and store an empty one (a few bytes), so
+-- a worker of this release also works on the schema before this migration
+-- (a rolling update may start it before the migration has run).
 --
--- The column only loses NOT NULL here (expand, then contract): a worker of
--- the previous release, still writing it during a rolling update, keeps
--- working. A later release drops it.
+-- The column only loses NOT NULL here, so that the next release may leave
+-- it out and a later one drop it (expand, then contract): the release
+-- before this one, still writing it during a rolling update, keeps working.
 --
 -- Dropping NOT NULL locks the table exclusively for a moment; tries wait at
 -- most 100 ms each, so answers and promotions queue behind the migration for
@@ -30,4 +32,4 @@ SET LOCAL lock_timeout = DEFAULT;
 
 ALTER TABLE knowledge_passages ALTER COLUMN search DROP NOT NULL;
 COMMENT ON COLUMN knowledge_passages.search IS
-    'Unused since migration 0025 (NULL in new rows); to be dropped by a later release.';
+    'Unused since migration 0025 (empty in new rows); to be dropped by a later release.';

@@ -260,7 +260,7 @@ fn assert_request_id(response: &TestResponse, body: &Value) {
 /// Every stored passage with its words as PostgreSQL's text search reads
 /// them (`search`: the revision's title weighted `A`, then heading and body,
 /// in the passage's language), computed here from the text: the oracle the
-/// index is checked against. Passages store no tsvector (migration 0025).
+/// index is checked against. Passages store an empty tsvector (migration 0025).
 /// A subquery to select from.
 pub const PASSAGES_WITH_WORDS: &str = "(SELECT p.source_id, p.revision_id, p.ordinal, p.agent_id, p.tokens,
         setweight(to_tsvector(c.config, r.title), 'A') || to_tsvector(c.config, coalesce(p.heading || E'\\n', '') || p.body)

@@ -51,8 +51,8 @@ pub struct Indexed {
 pub async fn index(conn: &mut PgConnection, passages: &Passages<'_>) -> sqlx::Result<Indexed> {
     let config = search_config(passages.language);
     // One statement: the passages, their term counts (read from each
-    // passage's tsvector as it goes in; the tsvector is not stored, migration
-    // 0025) and the revision as a fresh document of the Agent's index
+    // passage's tsvector as it goes in; the tsvector is not stored, an empty
+    // one stands in for it, migration 0025) and the revision as a fresh document of the Agent's index
     // (migration 0017: its knowledge_terms rows are its postings until a merge
     // takes them; their reference to the revision is checked once, by the
     // document's foreign key, migration 0022). A passage written by an attempt
@@ -66,8 +66,8 @@ pub async fn index(conn: &mut PgConnection, passages: &Passages<'_>) -> sqlx::Re
                    || to_tsvector($5::regconfig, coalesce(heading || E'\n', '') || body) AS search
             FROM unnest($7::text[], $8::text[], $9::int[]) WITH ORDINALITY AS p(heading, body, tokens)
         ), passages AS (
-            INSERT INTO knowledge_passages (revision_id, ordinal, agent_id, source_id, language, heading, body, tokens)
-            SELECT $1, ordinal, $2, $3, $4, heading, body, tokens
+            INSERT INTO knowledge_passages (revision_id, ordinal, agent_id, source_id, language, heading, body, search, tokens)
+            SELECT $1, ordinal, $2, $3, $4, heading, body, '', tokens
             FROM input
         ), terms AS (
             INSERT INTO knowledge_terms (agent_id, language, lexeme, revision_id, passages,
