@@ -18,10 +18,12 @@
 //! when PostgreSQL runs on another host (its sessions cannot be read here).
 //!
 //! For the first and the last tenth it also prints the WAL written per add
-//! and what the API's and the workers' PostgreSQL sessions were doing, sampled
-//! (`waits`): on the CPU, idle in a transaction (waiting for their process),
-//! or waiting on a lock or a WAL flush. A tenth that runs slower with no more
-//! CPU per add shows there what it waited on.
+//! (and its full-page images) and what the API's and the workers' PostgreSQL
+//! sessions were doing, sampled (`waits`): on the CPU, idle in a transaction
+//! (waiting for their process), or waiting on a lock or a WAL flush. A tenth
+//! that runs slower with no more CPU per add shows there what it waited on.
+//! And the checkpoints that began in each tenth: the tenths after one write
+//! whole pages again.
 //!
 //! With `SVC_BENCH_SLOW_PLANS_MS=N` PostgreSQL logs the plan of every
 //! statement slower than N ms (`auto_explain`, in the server's log): how the
@@ -279,10 +281,21 @@ async fn import(
         Sampler::start(sampled.clone(), database.clone(), "svc-api"),
         Sampler::start(sampled.clone(), database.clone(), "svc-worker"),
     ];
-    let wal = async |pool: &sqlx::PgPool| -> sqlx::Result<i64> {
-        sqlx::query_scalar("SELECT (pg_current_wal_lsn() - '0/0'::pg_lsn)::bigint").fetch_one(pool).await
+    // The server's WAL so far: bytes, full-page images (a page's first change
+    // after a checkpoint writes the whole page) and checkpoints (-1 where
+    // pg_stat_bgwriter no longer counts them, PostgreSQL 17 on).
+    let wal = async |pool: &sqlx::PgPool| -> sqlx::Result<Wal> {
+        let (bytes, images, checkpoints) = sqlx::query_as(
+            "SELECT (pg_current_wal_lsn() - '0/0'::pg_lsn)::bigint, (SELECT wal_fpi FROM pg_stat_wal),
+                    (SELECT coalesce((to_jsonb(b) ->> 'checkpoints_timed')::bigint
+                                     + (to_jsonb(b) ->> 'checkpoints_req')::bigint, -1)
+                     FROM pg_stat_bgwriter b)",
+        )
+        .fetch_one(pool)
+        .await?;
+        Ok(Wal { bytes, images, checkpoints })
     };
-    let mut looks: Vec<(Samples, Samples, i64)> = Vec::new();
+    let mut looks: Vec<(Samples, Samples, Wal)> = Vec::new();
 
     let next = Arc::new(AtomicUsize::new(0));
     let tenth = documents.len().div_ceil(10);
@@ -334,7 +347,7 @@ async fn import(
             finished?;
         }
         let took = started.elapsed();
-        looks.push((samplers[0].take(), samplers[1].take(), wal(&pool).await? - wal_before));
+        looks.push((samplers[0].take(), samplers[1].take(), wal(&pool).await?.since(&wal_before)));
         let spent_after = metered(&pool).await?;
         let spent = |i: usize| spent_after[i].since(&spent_before[i]);
         stages.push((end - begin, took, spent(0) + spent(1), spent(2) + spent(3)));
@@ -349,15 +362,20 @@ async fn import(
     sampled.close().await;
     for (name, tenth) in [("first", 0), ("last", stages.len() - 1)] {
         let ((api, worker, wal), adds) = (&looks[tenth], stages[tenth].0);
+        let adds = adds.max(1) as f64;
         eprintln!(
-            "  {name} tenth: {:.1} kB WAL per add; API sessions busy {:.2} ({}); worker sessions busy {:.2} ({})",
-            *wal as f64 / 1024.0 / adds.max(1) as f64,
+            "  {name} tenth: {:.1} kB WAL per add ({:.2} full-page images); API sessions busy {:.2} ({}); \
+             worker sessions busy {:.2} ({})",
+            wal.bytes as f64 / 1024.0 / adds,
+            wal.images as f64 / adds,
             api.busy_sessions(),
             api.busiest(5),
             worker.busy_sessions(),
             worker.busiest(4)
         );
     }
+    let checkpoints: Vec<String> = looks.iter().map(|(.., wal)| wal.checkpoints.to_string()).collect();
+    eprintln!("  checkpoints in each tenth: {}", checkpoints.join(" "));
     let rate = |(adds, took): (usize, Duration)| adds as f64 / took.as_secs_f64().max(1e-9);
     let all = stages.iter().fold((0, Duration::ZERO), |(n, t), (adds, took, ..)| (n + adds, t + *took));
     let active: i64 =
@@ -385,4 +403,22 @@ async fn import(
     scratch.drop().await?;
     svc_tests::stack::flush_namespace("redis://127.0.0.1:6379", &namespace).await;
     Ok(rates)
+}
+
+/// The server's WAL counters (read in `import`), or what changed between two readings.
+#[derive(Clone, Copy)]
+struct Wal {
+    bytes: i64,
+    images: i64,
+    checkpoints: i64,
+}
+
+impl Wal {
+    fn since(&self, before: &Wal) -> Wal {
+        Wal {
+            bytes: self.bytes - before.bytes,
+            images: self.images - before.images,
+            checkpoints: self.checkpoints - before.checkpoints,
+        }
+    }
 }
