@@ -282,7 +282,8 @@ async fn import(
         Sampler::start(sampled.clone(), database.clone(), "svc-worker"),
     ];
     // The server's WAL so far: bytes, full-page images (a page's first change
-    // after a checkpoint writes the whole page) and checkpoints (-1 where
+    // after a checkpoint writes the whole page; sessions report them at most
+    // once a second, so a tenth's count may lag) and checkpoints (-1 where
     // pg_stat_bgwriter no longer counts them, PostgreSQL 17 on).
     let wal = async |pool: &sqlx::PgPool| -> sqlx::Result<Wal> {
         let (bytes, images, checkpoints) = sqlx::query_as(
@@ -414,11 +415,13 @@ struct Wal {
 }
 
 impl Wal {
+    /// Checkpoints stay -1 (not counted) if either reading lacks them.
     fn since(&self, before: &Wal) -> Wal {
+        let uncounted = self.checkpoints < 0 || before.checkpoints < 0;
         Wal {
             bytes: self.bytes - before.bytes,
             images: self.images - before.images,
-            checkpoints: self.checkpoints - before.checkpoints,
+            checkpoints: if uncounted { -1 } else { self.checkpoints - before.checkpoints },
         }
     }
 }
