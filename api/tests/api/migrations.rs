@@ -95,10 +95,12 @@ async fn migration_0025_lets_passages_be_read_while_it_waits(pool: PgPool) {
     holder.close().await.unwrap();
 }
 
-/// Whether a session comes to wait for a lock on `table` within 30 s.
+/// Whether a session comes to wait for a lock on `table` of the test's
+/// database within 30 s (other tests' databases have tables of that name).
 async fn waited_for(pool: &PgPool, table: &str) -> bool {
     let waiting = "SELECT count(*) FROM pg_locks l JOIN pg_class c ON c.oid = l.relation
-                   WHERE c.relname = $1 AND NOT l.granted";
+                   WHERE c.relname = $1 AND NOT l.granted
+                     AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())";
     for _ in 0..3_000 {
         let waiters: i64 = sqlx::query_scalar(waiting).bind(table).fetch_one(pool).await.unwrap();
         if waiters > 0 {

@@ -52,12 +52,12 @@ pub async fn index(conn: &mut PgConnection, passages: &Passages<'_>) -> sqlx::Re
     let config = search_config(passages.language);
     // One statement: the passages, their term counts (read from each
     // passage's tsvector as it goes in; the tsvector is not stored, an empty
-    // one stands in for it, migration 0025) and the revision as a fresh document of the Agent's index
-    // (migration 0017: its knowledge_terms rows are its postings until a merge
-    // takes them; their reference to the revision is checked once, by the
-    // document's foreign key, migration 0022). A passage written by an attempt
-    // that did not finish is gone with its transaction: this runs in the
-    // promotion's.
+    // one stands in for it, migration 0025) and the revision as a fresh
+    // document of the Agent's index (migration 0017: its knowledge_terms rows
+    // are its postings until a merge takes them; their reference to the
+    // revision is checked once, by the document's foreign key, migration
+    // 0022). A passage written by an attempt that did not finish is gone with
+    // its transaction: this runs in the promotion's.
     let indexed = sqlx::query!(
         r#"
         WITH input AS (
