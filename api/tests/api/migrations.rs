@@ -110,3 +110,57 @@ async fn waited_for(pool: &PgPool, table: &str) -> bool {
     }
     false
 }
+
+/// Migration 0026 drops an index of `knowledge_terms` (promotions write the
+/// table, merges delete from it) concurrently: it waits for a transaction
+/// that read the table, and writes go on meanwhile instead of queueing
+/// behind it.
+#[sqlx::test(migrations = false)]
+async fn migration_0026_lets_terms_be_written_while_it_waits(pool: PgPool) {
+    sqlx::migrate!("../migrations").run_to(25, &pool).await.unwrap();
+
+    let mut holder = pool.acquire().await.unwrap().detach();
+    let mut held = holder.begin().await.unwrap();
+    sqlx::query("SELECT count(*) FROM knowledge_terms").execute(&mut *held).await.unwrap();
+    let migrating = {
+        let pool = pool.clone();
+        tokio::spawn(async move { sqlx::migrate!("../migrations").run(&pool).await })
+    };
+    let waiting = "SELECT count(*) FROM pg_stat_activity
+                   WHERE datname = current_database() AND wait_event_type = 'Lock'
+                     AND query LIKE '%DROP INDEX%knowledge_terms_revision%'";
+    let mut waited = false;
+    for _ in 0..3_000 {
+        if sqlx::query_scalar::<_, i64>(waiting).fetch_one(&pool).await.unwrap() > 0 {
+            waited = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    assert!(waited, "the migration never waited for the holder");
+    let mut writer = pool.acquire().await.unwrap().detach();
+    // A plain DROP INDEX would hold the writer until the holder commits.
+    sqlx::query("SET lock_timeout = '2s'").execute(&mut writer).await.unwrap();
+    for lexeme in ["harbour", "lighthouse"] {
+        sqlx::query(
+            "INSERT INTO knowledge_terms (agent_id, language, lexeme, revision_id, passages,
+                                          ordinals, counts, title_counts, lengths)
+             VALUES (gen_random_uuid(), 'en', $1, gen_random_uuid(), 1, '{0}', '{1}', '{0}', '{3}')",
+        )
+        .bind(lexeme)
+        .execute(&mut writer)
+        .await
+        .unwrap();
+    }
+    assert!(!migrating.is_finished(), "the migration waits for the holder");
+
+    held.commit().await.unwrap();
+    migrating.await.unwrap().unwrap();
+    let left: i64 = sqlx::query_scalar("SELECT count(*) FROM pg_indexes WHERE indexname = 'knowledge_terms_revision'")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(left, 0);
+    writer.close().await.unwrap();
+    holder.close().await.unwrap();
+}

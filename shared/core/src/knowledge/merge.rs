@@ -151,7 +151,7 @@ pub async fn merge(pool: &PgPool, agent: AgentId, purge: bool) -> Result<Option<
         let numbers: Vec<i64> = fresh.iter().map(|d| d.number).collect();
         store::knowledge::move_fresh(&mut tx, &numbers, into).await?;
         let revisions: Vec<uuid::Uuid> = fresh.iter().map(|d| d.revision_id.0).collect();
-        let fresh_terms = store::knowledge::take_fresh_terms(&mut tx, &revisions).await?;
+        let fresh_terms = store::knowledge::take_fresh_terms(&mut tx, agent, &revisions).await?;
         let old_terms = store::knowledge::take_segment_terms(&mut tx, &chosen).await?;
         documents.extend(fresh.iter().map(|d| (*d).clone()));
         let (dropped, kept): (Vec<&Document>, Vec<&Document>) =

@@ -215,15 +215,21 @@ pub struct FreshTerm {
     pub lengths: Vec<i32>,
 }
 
-/// Deletes and returns the knowledge_terms rows of `revisions`.
+/// Deletes and returns the knowledge_terms rows of the Agent's `revisions`,
+/// found by the Agent (the rows have no index by revision, migration 0026).
 #[tracing::instrument(level = "debug", skip(conn, revisions), fields(n = revisions.len()))]
-pub async fn take_fresh_terms(conn: &mut PgConnection, revisions: &[uuid::Uuid]) -> sqlx::Result<Vec<FreshTerm>> {
+pub async fn take_fresh_terms(
+    conn: &mut PgConnection,
+    agent: AgentId,
+    revisions: &[uuid::Uuid],
+) -> sqlx::Result<Vec<FreshTerm>> {
     sqlx::query_as!(
         FreshTerm,
         r#"
-        DELETE FROM knowledge_terms WHERE revision_id = ANY($1)
+        DELETE FROM knowledge_terms WHERE agent_id = $1 AND revision_id = ANY($2)
         RETURNING lexeme, revision_id AS "revision_id: RevisionId", ordinals, counts, title_counts, lengths
         "#,
+        agent as AgentId,
         revisions,
     )
     .fetch_all(conn)

@@ -1,0 +1,15 @@
+-- no-transaction
+-- A fresh document's postings are one knowledge_terms row per distinct word,
+-- and every row went into two indexes: the primary key, which questions and
+-- merges read by (agent, language, word), and this one by revision, which only
+-- a merge's delete of the rows it takes used. The merge now deletes them by
+-- agent and revision (the primary key's first column; it takes the Agent's
+-- fresh documents, so it reads few rows it does not take), and a promotion
+-- writes one index entry per word instead of two.
+--
+-- Concurrently: the drop waits for the transactions that use the table to end,
+-- but holds no lock that stops promotions, merges or answers meanwhile. A
+-- worker of the release before this one, still running during a rolling
+-- update, deletes by revision alone: correct, but a scan of the table until
+-- it is replaced.
+DROP INDEX CONCURRENTLY IF EXISTS knowledge_terms_revision;
