@@ -3,11 +3,13 @@
 //! A promoted revision is a fresh document: its postings are its own
 //! knowledge_terms rows, one per word. A merge moves fresh documents into a new
 //! segment (one row per word, every posting of the segment in one array), with
-//! it every older segment of the same language no larger than what it has
-//! gathered so far (a binary counter: an Agent of n documents keeps about
-//! log2(n / 256) segments, and each posting is rewritten as often), and drops
-//! the postings and sizes of masked (retired) documents of whatever it
-//! rewrites, with their masks.
+//! it the older segments of the same language no larger than what it has
+//! gathered so far once there are [`TIER`] - 1 of them (a base-4 counter: an
+//! Agent of n documents keeps at most three segments of each size, about
+//! 3 log4(n / 256) in all, and each posting is rewritten about log4(n / 256)
+//! times, half as often as a binary counter would), and drops the postings and
+//! sizes of masked (retired) documents of whatever it rewrites, with their
+//! masks.
 //!
 //! It runs after a promotion that leaves [`FRESH_LIMIT`] fresh documents or
 //! [`MASK_LIMIT`] masks (and from the sweep, for Agents left so), one per Agent
@@ -40,6 +42,11 @@ const BATCH: i64 = 4_096;
 const MAX_SEGMENT: i64 = 65_536;
 /// Words written per statement.
 const WRITE_CHUNK: usize = 2_000;
+/// Segments of about one size a merge gathers together (with what it holds
+/// already): the fewer, the fewer segments a question reads; the more, the
+/// fewer times each posting is rewritten (docs/decisions.md, "Merges gather
+/// segments four at a time").
+const TIER: usize = 4;
 
 /// What one merge did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -77,11 +84,11 @@ pub async fn maintain(pool: &PgPool, agent: AgentId, mut known: Option<MergeBack
 }
 
 /// The segments (of one language, smallest first) a merge of `fresh` documents
-/// rewrites: those with many masked documents (with `purge`, any), then the
-/// smallest others as long as each is no larger than what is gathered; never
-/// more than `cap` documents in all (the first segment aside), so a merge's
-/// memory and writes stay bounded however large the Agent; masked segments
-/// left out are rewritten by the next merge.
+/// rewrites: those with many masked documents (with `purge`, any), then, while
+/// at least [`TIER`] - 1 others are each no larger than what is gathered, the
+/// smallest of those; never more than `cap` documents in all (the first
+/// segment aside), so a merge's memory and writes stay bounded however large
+/// the Agent; masked segments left out are rewritten by the next merge.
 fn choose(
     segments: &[&store::knowledge::Segment],
     masks_in: &HashMap<i64, i64>,
@@ -99,16 +106,28 @@ fn choose(
             total += size;
         }
     }
-    let purged = chosen.clone();
-    for segment in segments.iter().filter(|s| !purged.contains(&s.id)) {
-        let size = i64::from(segment.documents);
-        if fresh == 0 || size > total || total + size > cap {
-            break;
-        }
-        chosen.push(segment.id);
-        total += size;
+    if fresh == 0 {
+        return chosen;
     }
-    chosen
+    let purged = chosen.clone();
+    let mut rest = segments.iter().filter(|s| !purged.contains(&s.id)).peekable();
+    loop {
+        // The smallest segments no larger than what is gathered so far.
+        let mut gathered = total;
+        let mut tier = Vec::new();
+        while let Some(segment) = rest.next_if(|s| {
+            let size = i64::from(s.documents);
+            size <= total && gathered + size <= cap
+        }) {
+            gathered += i64::from(segment.documents);
+            tier.push(segment.id);
+        }
+        if tier.len() + 1 < TIER {
+            return chosen;
+        }
+        chosen.extend(tier);
+        total = gathered;
+    }
 }
 
 /// One merge of the Agent's index (see the module documentation), whatever
@@ -249,10 +268,50 @@ mod tests {
         assert_eq!(choose(&refs, &masks, 0, true, 10_000), [1, 2, 3]);
         // Without a purge, only segments a quarter masked are rewritten.
         assert!(choose(&refs, &masks, 0, false, 10_000).is_empty());
-        // Fresh documents gather the smallest segments no larger than them.
-        assert_eq!(choose(&refs, &HashMap::new(), 300, false, 10_000), [1, 2, 3]);
-        assert_eq!(choose(&refs, &HashMap::new(), 299, false, 10_000), Vec::<i64>::new());
         // A single segment larger than the cap can still be purged alone.
         assert_eq!(choose(&refs[2..], &masks, 0, true, 500), [3]);
+    }
+
+    /// Fresh documents gather the smallest segments no larger than them once
+    /// there are three, then the next three no larger than all those, and so on.
+    #[test]
+    fn fresh_documents_gather_segments_three_at_a_time() {
+        let sizes = [100, 200, 300, 400, 400, 400, 5_000];
+        let segments: Vec<_> = (1..).zip(sizes).map(|(id, size)| segment(id, size)).collect();
+        let refs: Vec<&store::knowledge::Segment> = segments.iter().collect();
+        let none = HashMap::new();
+        assert_eq!(choose(&refs, &none, 300, false, 10_000), [1, 2, 3, 4, 5, 6]);
+        assert_eq!(choose(&refs, &none, 299, false, 10_000), Vec::<i64>::new(), "two no larger than 299");
+        assert_eq!(choose(&refs[..5], &none, 300, false, 10_000), [1, 2, 3], "then two no larger than 900");
+        assert_eq!(choose(&refs, &none, 300, false, 1_000), [1, 2, 3], "then over the cap");
+        assert_eq!(choose(&refs, &none, 0, false, 10_000), Vec::<i64>::new(), "nothing fresh, nothing masked");
+    }
+
+    /// An Agent growing by 256 documents a merge rewrites each document about
+    /// log4(n / 256) times, not log2, and keeps at most three segments of each
+    /// size.
+    #[test]
+    fn each_document_is_rewritten_about_log4_times() {
+        let (fresh, merges) = (256, 256);
+        let mut segments: Vec<store::knowledge::Segment> = Vec::new();
+        let mut rewritten = 0;
+        for id in 0..merges {
+            segments.sort_by_key(|s| (s.documents, s.id));
+            let refs: Vec<&store::knowledge::Segment> = segments.iter().collect();
+            let chosen = choose(&refs, &HashMap::new(), fresh, false, MAX_SEGMENT);
+            let gathered: i32 = segments.iter().filter(|s| chosen.contains(&s.id)).map(|s| s.documents).sum();
+            rewritten += i64::from(gathered);
+            segments.retain(|s| !chosen.contains(&s.id));
+            segments.push(segment(id, fresh as i32 + gathered));
+            let sizes: HashSet<i32> = segments.iter().map(|s| s.documents).collect();
+            for size in sizes {
+                assert!(segments.iter().filter(|s| s.documents == size).count() <= 3, "{segments:?}");
+            }
+        }
+        // 65,536 documents: a binary counter rewrites each 4 times on average.
+        let per_document = rewritten as f64 / (fresh * merges) as f64;
+        assert!(per_document <= 3.0, "{per_document} rewrites per document");
+        assert_eq!(segments.iter().map(|s| i64::from(s.documents)).sum::<i64>(), fresh * merges);
+        assert_eq!(segments.len(), 1, "256 merges of 256 make one segment of 4^4 × 256");
     }
 }
