@@ -126,9 +126,10 @@ async fn migration_0026_lets_terms_be_written_while_it_waits(pool: PgPool) {
         let pool = pool.clone();
         tokio::spawn(async move { sqlx::migrate!("../migrations").run(&pool).await })
     };
-    let waiting = "SELECT count(*) FROM pg_stat_activity
-                   WHERE datname = current_database() AND wait_event_type = 'Lock'
-                     AND query LIKE '%DROP INDEX%knowledge_terms_revision%'";
+    // The migration is the only session of this database that can wait for
+    // a lock here (the holder waits for nothing).
+    let waiting = "SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+                   WHERE NOT l.granted AND a.datname = current_database()";
     let mut waited = false;
     for _ in 0..3_000 {
         if sqlx::query_scalar::<_, i64>(waiting).fetch_one(&pool).await.unwrap() > 0 {

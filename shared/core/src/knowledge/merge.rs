@@ -5,10 +5,10 @@
 //! segment (one row per word, every posting of the segment in one array), with
 //! it the older segments of the same language no larger than what it has
 //! gathered so far once there are [`TIER`] - 1 of them (a base-4 counter: an
-//! Agent of n documents keeps at most three segments of each size, about
-//! 3 log4(n / 256) in all, and each posting is rewritten about log4(n / 256)
-//! times, half as often as a binary counter would), and drops the postings and
-//! sizes of masked (retired) documents of whatever it rewrites, with their
+//! Agent keeps at most three segments of each size below the cap, and each
+//! posting is rewritten about (3/4) log4(n / 256) times on average, where a
+//! binary counter rewrote it (1/2) log2(n / 256) times), and drops the postings
+//! and sizes of masked (retired) documents of whatever it rewrites, with their
 //! masks.
 //!
 //! It runs after a promotion that leaves [`FRESH_LIMIT`] fresh documents or
@@ -85,8 +85,9 @@ pub async fn maintain(pool: &PgPool, agent: AgentId, mut known: Option<MergeBack
 
 /// The segments (of one language, smallest first) a merge of `fresh` documents
 /// rewrites: those with many masked documents (with `purge`, any), then, while
-/// at least [`TIER`] - 1 others are each no larger than what is gathered, the
-/// smallest of those; never more than `cap` documents in all (the first
+/// at least [`TIER`] - 1 others are each no larger than what is gathered (or
+/// fewer, where the cap leaves room for no more), the smallest of those;
+/// never more than `cap` documents in all (the first
 /// segment aside), so a merge's memory and writes stay bounded however large
 /// the Agent; masked segments left out are rewritten by the next merge.
 fn choose(
@@ -122,7 +123,14 @@ fn choose(
             gathered += i64::from(segment.documents);
             tier.push(segment.id);
         }
+        // Fewer than a tier: wait for more, unless the cap is what stopped
+        // it (the next one no larger fits no more): the largest segments grow
+        // to the cap as they did, whatever the fresh documents per merge.
+        let capped = rest.peek().is_some_and(|s| i64::from(s.documents) <= total);
         if tier.len() + 1 < TIER {
+            if capped && !tier.is_empty() {
+                chosen.extend(tier);
+            }
             return chosen;
         }
         chosen.extend(tier);
@@ -170,7 +178,7 @@ pub async fn merge(pool: &PgPool, agent: AgentId, purge: bool) -> Result<Option<
         let numbers: Vec<i64> = fresh.iter().map(|d| d.number).collect();
         store::knowledge::move_fresh(&mut tx, &numbers, into).await?;
         let revisions: Vec<uuid::Uuid> = fresh.iter().map(|d| d.revision_id.0).collect();
-        let fresh_terms = store::knowledge::take_fresh_terms(&mut tx, agent, &revisions).await?;
+        let fresh_terms = store::knowledge::take_fresh_terms(&mut tx, agent, language, &revisions).await?;
         let old_terms = store::knowledge::take_segment_terms(&mut tx, &chosen).await?;
         documents.extend(fresh.iter().map(|d| (*d).clone()));
         let (dropped, kept): (Vec<&Document>, Vec<&Document>) =
@@ -313,5 +321,30 @@ mod tests {
         assert!(per_document <= 3.0, "{per_document} rewrites per document");
         assert_eq!(segments.iter().map(|s| i64::from(s.documents)).sum::<i64>(), fresh * merges);
         assert_eq!(segments.len(), 1, "256 merges of 256 make one segment of 4^4 × 256");
+    }
+
+    /// Merges of more than 256 fresh documents still grow the largest
+    /// segments to near the cap: with 257, a tier of three of the fourth size
+    /// is over it, and two of them are taken.
+    #[test]
+    fn the_largest_segments_grow_to_the_cap_whatever_the_fresh_documents() {
+        for fresh in [257, 300, 1_000, 4_096] {
+            let merges = 1_000;
+            let mut segments: Vec<store::knowledge::Segment> = Vec::new();
+            for id in 0..merges {
+                segments.sort_by_key(|s| (s.documents, s.id));
+                let refs: Vec<&store::knowledge::Segment> = segments.iter().collect();
+                let chosen = choose(&refs, &HashMap::new(), fresh, false, MAX_SEGMENT);
+                let gathered: i32 = segments.iter().filter(|s| chosen.contains(&s.id)).map(|s| s.documents).sum();
+                segments.retain(|s| !chosen.contains(&s.id));
+                segments.push(segment(id, fresh as i32 + gathered));
+                assert!(segments.iter().all(|s| i64::from(s.documents) <= MAX_SEGMENT));
+            }
+            let documents = fresh * merges;
+            let largest = segments.iter().map(|s| s.documents).max().unwrap();
+            assert!(largest > 40_000, "{fresh} a merge: the largest segment has {largest} documents");
+            let bound = documents / 40_000 + 3 * 4 + 1;
+            assert!(segments.len() as i64 <= bound, "{fresh} a merge: {} segments of {documents}", segments.len());
+        }
     }
 }

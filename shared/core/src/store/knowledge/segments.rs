@@ -215,21 +215,24 @@ pub struct FreshTerm {
     pub lengths: Vec<i32>,
 }
 
-/// Deletes and returns the knowledge_terms rows of the Agent's `revisions`,
-/// found by the Agent (the rows have no index by revision, migration 0026).
+/// Deletes and returns the knowledge_terms rows of the Agent's `revisions` in
+/// `language`, found by the primary key's (agent, language) range (the rows
+/// have no index by revision, migration 0026).
 #[tracing::instrument(level = "debug", skip(conn, revisions), fields(n = revisions.len()))]
 pub async fn take_fresh_terms(
     conn: &mut PgConnection,
     agent: AgentId,
+    language: StoredLanguage,
     revisions: &[uuid::Uuid],
 ) -> sqlx::Result<Vec<FreshTerm>> {
     sqlx::query_as!(
         FreshTerm,
         r#"
-        DELETE FROM knowledge_terms WHERE agent_id = $1 AND revision_id = ANY($2)
+        DELETE FROM knowledge_terms WHERE agent_id = $1 AND language = $2 AND revision_id = ANY($3)
         RETURNING lexeme, revision_id AS "revision_id: RevisionId", ordinals, counts, title_counts, lengths
         "#,
         agent as AgentId,
+        language as StoredLanguage,
         revisions,
     )
     .fetch_all(conn)
