@@ -18,10 +18,7 @@ async fn migration_0023_lets_the_other_tables_be_read_while_it_waits(pool: PgPoo
     let mut held = holder.begin().await.unwrap();
     sqlx::query("SELECT count(*) FROM agents").execute(&mut *held).await.unwrap();
 
-    let migrating = {
-        let pool = pool.clone();
-        tokio::spawn(async move { sqlx::migrate!("../migrations").run(&pool).await })
-    };
+    let migrating = migrate_in_the_background(&pool);
     // The reads start once the migration waits for `agents`.
     assert!(waited_for(&pool, "agents").await, "the migration never waited for agents");
     let mut reader = pool.acquire().await.unwrap().detach();
@@ -67,10 +64,7 @@ async fn migration_0025_lets_passages_be_read_while_it_waits(pool: PgPool) {
     let mut holder = pool.acquire().await.unwrap().detach();
     let mut held = holder.begin().await.unwrap();
     sqlx::query("SELECT count(*) FROM knowledge_passages").execute(&mut *held).await.unwrap();
-    let migrating = {
-        let pool = pool.clone();
-        tokio::spawn(async move { sqlx::migrate!("../migrations").run(&pool).await })
-    };
+    let migrating = migrate_in_the_background(&pool);
     assert!(waited_for(&pool, "knowledge_passages").await, "the migration never waited for the passages");
     let mut reader = pool.acquire().await.unwrap().detach();
     // Far above a try's 100 ms; a plain wait would hold the reader until the holder commits.
@@ -101,9 +95,19 @@ async fn waited_for(pool: &PgPool, table: &str) -> bool {
     let waiting = "SELECT count(*) FROM pg_locks l JOIN pg_class c ON c.oid = l.relation
                    WHERE c.relname = $1 AND NOT l.granted
                      AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())";
+    within_30s(|| async { sqlx::query_scalar::<_, i64>(waiting).bind(table).fetch_one(pool).await.unwrap() > 0 }).await
+}
+
+/// Runs the migrations left on a task of its own.
+fn migrate_in_the_background(pool: &PgPool) -> tokio::task::JoinHandle<Result<(), sqlx::migrate::MigrateError>> {
+    let pool = pool.clone();
+    tokio::spawn(async move { sqlx::migrate!("../migrations").run(&pool).await })
+}
+
+/// Whether `check` comes true within 30 s, asked every 10 ms.
+async fn within_30s<F: Future<Output = bool>>(mut check: impl FnMut() -> F) -> bool {
     for _ in 0..3_000 {
-        let waiters: i64 = sqlx::query_scalar(waiting).bind(table).fetch_one(pool).await.unwrap();
-        if waiters > 0 {
+        if check().await {
             return true;
         }
         tokio::time::sleep(std::time::Duration::from_millis(10)).await;
@@ -122,23 +126,14 @@ async fn migration_0026_lets_terms_be_written_while_it_waits(pool: PgPool) {
     let mut holder = pool.acquire().await.unwrap().detach();
     let mut held = holder.begin().await.unwrap();
     sqlx::query("SELECT count(*) FROM knowledge_terms").execute(&mut *held).await.unwrap();
-    let migrating = {
-        let pool = pool.clone();
-        tokio::spawn(async move { sqlx::migrate!("../migrations").run(&pool).await })
-    };
+    let migrating = migrate_in_the_background(&pool);
     // The migration is the only session of this database that can wait for
-    // a lock here (the holder waits for nothing).
+    // a lock here (the holder waits for nothing); a concurrent drop waits for
+    // the holder's transaction, not for a lock on the table.
     let waiting = "SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
                    WHERE NOT l.granted AND a.datname = current_database()";
-    let mut waited = false;
-    for _ in 0..3_000 {
-        if sqlx::query_scalar::<_, i64>(waiting).fetch_one(&pool).await.unwrap() > 0 {
-            waited = true;
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-    }
-    assert!(waited, "the migration never waited for the holder");
+    let waited = within_30s(|| async { sqlx::query_scalar::<_, i64>(waiting).fetch_one(&pool).await.unwrap() > 0 });
+    assert!(waited.await, "the migration never waited for the holder");
     let mut writer = pool.acquire().await.unwrap().detach();
     // A plain DROP INDEX would hold the writer until the holder commits.
     sqlx::query("SET lock_timeout = '2s'").execute(&mut writer).await.unwrap();

@@ -86,10 +86,10 @@ pub async fn maintain(pool: &PgPool, agent: AgentId, mut known: Option<MergeBack
 /// The segments (of one language, smallest first) a merge of `fresh` documents
 /// rewrites: those with many masked documents (with `purge`, any), then, while
 /// at least [`TIER`] - 1 others are each no larger than what is gathered (or
-/// fewer, where the cap leaves room for no more), the smallest of those;
-/// never more than `cap` documents in all (the first
-/// segment aside), so a merge's memory and writes stay bounded however large
-/// the Agent; masked segments left out are rewritten by the next merge.
+/// fewer, where the cap leaves room for no more), the smallest of those; never
+/// more than `cap` documents in all (the first segment aside), so a merge's
+/// memory and writes stay bounded however large the Agent; masked segments
+/// left out are rewritten by the next merge.
 fn choose(
     segments: &[&store::knowledge::Segment],
     masks_in: &HashMap<i64, i64>,
@@ -123,11 +123,11 @@ fn choose(
             gathered += i64::from(segment.documents);
             tier.push(segment.id);
         }
-        // Fewer than a tier: wait for more, unless the cap is what stopped
-        // it (the next one no larger fits no more): the largest segments grow
-        // to the cap as they did, whatever the fresh documents per merge.
-        let capped = rest.peek().is_some_and(|s| i64::from(s.documents) <= total);
         if tier.len() + 1 < TIER {
+            // Fewer than a tier: wait for more, unless the cap is what stopped
+            // it (the next one no larger fits no more): the largest segments
+            // grow to the cap as they did, whatever the fresh documents per merge.
+            let capped = rest.peek().is_some_and(|s| i64::from(s.documents) <= total);
             if capped && !tier.is_empty() {
                 chosen.extend(tier);
             }
@@ -295,6 +295,18 @@ mod tests {
         assert_eq!(choose(&refs, &none, 0, false, 10_000), Vec::<i64>::new(), "nothing fresh, nothing masked");
     }
 
+    /// One merge of `fresh` documents into `segments` as [`merge`] makes it,
+    /// the new segment numbered `id`: the documents of the segments it rewrote.
+    fn merge_into(segments: &mut Vec<store::knowledge::Segment>, id: i64, fresh: i64) -> i64 {
+        segments.sort_by_key(|s| (s.documents, s.id));
+        let refs: Vec<&store::knowledge::Segment> = segments.iter().collect();
+        let chosen = choose(&refs, &HashMap::new(), fresh, false, MAX_SEGMENT);
+        let gathered: i32 = segments.iter().filter(|s| chosen.contains(&s.id)).map(|s| s.documents).sum();
+        segments.retain(|s| !chosen.contains(&s.id));
+        segments.push(segment(id, fresh as i32 + gathered));
+        i64::from(gathered)
+    }
+
     /// An Agent growing by 256 documents a merge rewrites each document about
     /// log4(n / 256) times, not log2, and keeps at most three segments of each
     /// size.
@@ -304,13 +316,7 @@ mod tests {
         let mut segments: Vec<store::knowledge::Segment> = Vec::new();
         let mut rewritten = 0;
         for id in 0..merges {
-            segments.sort_by_key(|s| (s.documents, s.id));
-            let refs: Vec<&store::knowledge::Segment> = segments.iter().collect();
-            let chosen = choose(&refs, &HashMap::new(), fresh, false, MAX_SEGMENT);
-            let gathered: i32 = segments.iter().filter(|s| chosen.contains(&s.id)).map(|s| s.documents).sum();
-            rewritten += i64::from(gathered);
-            segments.retain(|s| !chosen.contains(&s.id));
-            segments.push(segment(id, fresh as i32 + gathered));
+            rewritten += merge_into(&mut segments, id, fresh);
             let sizes: HashSet<i32> = segments.iter().map(|s| s.documents).collect();
             for size in sizes {
                 assert!(segments.iter().filter(|s| s.documents == size).count() <= 3, "{segments:?}");
@@ -332,12 +338,7 @@ mod tests {
             let merges = 1_000;
             let mut segments: Vec<store::knowledge::Segment> = Vec::new();
             for id in 0..merges {
-                segments.sort_by_key(|s| (s.documents, s.id));
-                let refs: Vec<&store::knowledge::Segment> = segments.iter().collect();
-                let chosen = choose(&refs, &HashMap::new(), fresh, false, MAX_SEGMENT);
-                let gathered: i32 = segments.iter().filter(|s| chosen.contains(&s.id)).map(|s| s.documents).sum();
-                segments.retain(|s| !chosen.contains(&s.id));
-                segments.push(segment(id, fresh as i32 + gathered));
+                merge_into(&mut segments, id, fresh);
                 assert!(segments.iter().all(|s| i64::from(s.documents) <= MAX_SEGMENT));
             }
             let documents = fresh * merges;
