@@ -168,6 +168,15 @@ async fn a_worker_makes_added_sources_active(pool: PgPool) {
     assert_eq!(ready.status, 200);
     let api_metrics = api.client.get("/metrics").await.text();
     assert!(api_metrics.contains("svc_knowledge_backlog 0"), "{api_metrics}");
+    // The wake-ups a first one made needless are taken within a few polls.
+    let mut api_metrics = api_metrics;
+    for _ in 0..100 {
+        if api_metrics.contains("svc_queue_jobs{state=\"waiting\"} 0") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        api_metrics = api.client.get("/metrics").await.text();
+    }
     assert!(api_metrics.contains("svc_queue_jobs{state=\"waiting\"} 0"), "{api_metrics}");
     assert!(worker.process.terminate().await.success(), "{}", worker.process.logs());
     flush_namespace(REDIS, &ns).await;
@@ -270,6 +279,31 @@ async fn the_sweeper_recovers_a_flushed_queue(pool: PgPool) {
     assert!(states.iter().all(|s| s == "active"), "{states:?}");
     assert!(worker.process.logs().contains("requeued"), "{}", worker.process.logs());
     assert_promoted_once(&pool, 10).await;
+    assert!(worker.process.terminate().await.success());
+    flush_namespace(REDIS, &ns).await;
+}
+
+/// Jobs only wake workers: the API sends no more wake-ups once 64 wait, and
+/// one wake-up processes revisions until none is left, waking another every
+/// 32 (its slot handed back): a single job left in the queue processes a
+/// backlog of 80 without the sweeper, which waits an hour here.
+#[sqlx::test(migrations = false)]
+async fn one_wake_up_processes_a_backlog(pool: PgPool) {
+    let Stage { database, ns, api, tenant } = stage(&pool, REDIS, &[]).await;
+    let sources: Vec<String> = add_all(&tenant, &api, 80).await;
+    // apalis-redis pushes every job into its scheduled set (due now); a
+    // worker's fetch moves them to the active list.
+    let (active, scheduled) = (format!("{ns}_jobs:active"), format!("{ns}_jobs:scheduled"));
+    let mut conn = redis::Client::open(REDIS).unwrap().get_multiplexed_async_connection().await.unwrap();
+    let waiting: (u64, u64) = redis::pipe().llen(&active).zcard(&scheduled).query_async(&mut conn).await.unwrap();
+    assert_eq!(waiting, (0, 64), "a wake-up for each add until 64 wait");
+    let _: () = redis::cmd("ZREMRANGEBYRANK").arg(&scheduled).arg(1).arg(-1).query_async(&mut conn).await.unwrap();
+    let settings = [("SVC_REQUEUE_AFTER_SECS", "3600"), ("SVC_WORKER_CONCURRENCY", "1")];
+    let mut worker = Worker::start(&database, REDIS, &ns, &settings).await;
+    let states = tenant.wait_all(&api, &sources, Duration::from_secs(60)).await;
+    assert!(states.iter().all(|s| s == "active"), "{states:?}");
+    assert_promoted_once(&pool, 80).await;
+    assert!(!worker.process.logs().contains("requeued"), "{}", worker.process.logs());
     assert!(worker.process.terminate().await.success());
     flush_namespace(REDIS, &ns).await;
 }

@@ -10,6 +10,7 @@ use svc_core::error::chain;
 use svc_core::jobs::{Job, Queue};
 use svc_core::knowledge::{self, Outcome, Processing};
 use svc_core::reconcile;
+use tokio_util::sync::CancellationToken;
 
 use crate::metrics::{JobOutcome, Metrics};
 
@@ -19,6 +20,9 @@ pub struct Context {
     pub queue: Arc<Queue>,
     pub processing: Processing,
     pub metrics: Arc<Metrics>,
+    /// Cancelled when the worker starts stopping: a wake-up hands its slot
+    /// back after the revision it is on.
+    pub stopping: CancellationToken,
 }
 
 /// Tries within one job before giving the work back: the work is in
@@ -30,6 +34,12 @@ fn retries() -> ExponentialBuilder {
         .with_max_times(4)
 }
 
+/// Revisions one wake-up processes before it hands its job slot back: it then
+/// wakes another at the back of the queue, so that other jobs (reconcile
+/// runs) take their turn in a long backlog, and a stopping worker lets go
+/// within one revision.
+pub const REVISIONS_PER_WAKE_UP: usize = 32;
+
 /// Runs one job. A transient failure before the work was taken (the database
 /// unreachable, a lock held by another) is retried with exponential backoff;
 /// once taken, processing retries its own steps (see `knowledge::process`), and
@@ -38,16 +48,69 @@ fn retries() -> ExponentialBuilder {
 /// retries are unbounded in practice, and PostgreSQL, not Redis, decides what
 /// is left to do.
 pub async fn handle(job: Job, context: Data<Arc<Context>>) -> Result<(), BoxDynError> {
-    let started = Instant::now();
-    let result = (|| run(&context, job))
-        .retry(retries())
-        .when(|error| error.fault().is_transient())
-        .notify(|error, delay| {
-            svc_core::faults::retried(svc_core::faults::Retry::Work);
-            tracing::warn!(?job, error = %chain(error), ?delay, "job failed; retrying");
-        })
-        .await;
-    let outcome = match result {
+    match job {
+        Job::ProcessRevision { .. } => wake_up(&context, job).await,
+        Job::ApplyReconcile { run } => {
+            let started = Instant::now();
+            let result = (|| apply(&context, run))
+                .retry(retries())
+                .when(|error| error.fault().is_transient())
+                .notify(|error, delay| {
+                    svc_core::faults::retried(svc_core::faults::Retry::Work);
+                    tracing::warn!(?job, error = %chain(error), ?delay, "job failed; retrying");
+                })
+                .await;
+            context.metrics.job(ended(job, result), started.elapsed());
+        }
+    }
+    Ok(())
+}
+
+/// A wake-up: processes the revisions next in turn, one after another (each
+/// counted in the metrics as a job), until none is left that nobody holds,
+/// then ends; after [`REVISIONS_PER_WAKE_UP`], or once the worker is
+/// stopping, it wakes another instead. Producers send a wake-up only while
+/// few wait (`Queue::send`), so this is what processes a backlog.
+async fn wake_up(context: &Context, job: Job) {
+    let mut taken = 0;
+    loop {
+        let started = Instant::now();
+        let result = (|| knowledge::take_next(&context.pool, &context.processing))
+            .retry(retries())
+            .when(|error| error.fault().is_transient())
+            .notify(|error, delay| {
+                svc_core::faults::retried(svc_core::faults::Retry::Work);
+                tracing::warn!(?job, error = %chain(error), ?delay, "job failed; retrying");
+            })
+            .await;
+        let outcome = match result {
+            Ok(None) => {
+                if taken == 0 {
+                    context.metrics.job(JobOutcome::Skipped, started.elapsed());
+                }
+                return;
+            }
+            Ok(Some(outcome)) => Ok(outcome),
+            Err(error) => Err(error),
+        };
+        let given_up = outcome.is_err();
+        context.metrics.job(ended(job, outcome), started.elapsed());
+        taken += 1;
+        if given_up {
+            return;
+        }
+        if taken >= REVISIONS_PER_WAKE_UP || context.stopping.is_cancelled() {
+            if let Err(error) = context.queue.push_all(&[job]).await {
+                tracing::warn!(%error, "could not wake another worker; the sweeper will");
+            }
+            return;
+        }
+    }
+}
+
+/// The metrics' outcome of a job (or of one revision of a wake-up), logged.
+fn ended(job: Job, result: Result<Outcome, svc_core::error::Error>) -> JobOutcome {
+    match result {
         Ok(Outcome::Promoted) => JobOutcome::Processed,
         Ok(Outcome::Failed(code)) => {
             tracing::info!(?job, code, "revision failed");
@@ -58,31 +121,23 @@ pub async fn handle(job: Job, context: Data<Arc<Context>>) -> Result<(), BoxDynE
             tracing::error!(?job, error = %chain(&error), "job given up; the sweeper will send it again");
             JobOutcome::Retried
         }
-    };
-    context.metrics.job(outcome, started.elapsed());
-    Ok(())
+    }
 }
 
 /// Entries a reconcile job applies before it takes its turn again at the back
 /// of the queue.
 const APPLY_ENTRIES_PER_JOB: usize = 16;
 
-async fn run(context: &Context, job: Job) -> Result<Outcome, svc_core::error::Error> {
-    match job {
-        // The job wakes this worker; the revision it names may wait its turn
-        // behind another Workspace's (`process_next`).
-        Job::ProcessRevision { .. } => knowledge::process_next(&context.pool, &context.processing).await,
-        Job::ApplyReconcile { run } => {
-            Ok(match reconcile::apply(&context.pool, run, Some(&context.queue), APPLY_ENTRIES_PER_JOB).await? {
-                reconcile::Applied::Done => Outcome::Promoted,
-                reconcile::Applied::Nothing => Outcome::Skipped,
-                reconcile::Applied::More => {
-                    if let Err(error) = context.queue.push_all(&[job]).await {
-                        tracing::warn!(%error, %run, "could not send a reconcile job again; the sweeper will");
-                    }
-                    Outcome::Promoted
-                }
-            })
+async fn apply(context: &Context, run: svc_core::ids::RunId) -> Result<Outcome, svc_core::error::Error> {
+    let job = Job::ApplyReconcile { run };
+    Ok(match reconcile::apply(&context.pool, run, Some(&context.queue), APPLY_ENTRIES_PER_JOB).await? {
+        reconcile::Applied::Done => Outcome::Promoted,
+        reconcile::Applied::Nothing => Outcome::Skipped,
+        reconcile::Applied::More => {
+            if let Err(error) = context.queue.push_all(&[job]).await {
+                tracing::warn!(%error, %run, "could not send a reconcile job again; the sweeper will");
+            }
+            Outcome::Promoted
         }
-    }
+    })
 }

@@ -87,6 +87,7 @@ async fn run(config: Config) -> anyhow::Result<()> {
         }
     }
 
+    let stopping = CancellationToken::new();
     let context = Arc::new(jobs::Context {
         pool,
         queue: queue.clone(),
@@ -98,6 +99,7 @@ async fn run(config: Config) -> anyhow::Result<()> {
             choosing: Default::default(),
         },
         metrics,
+        stopping: stopping.clone(),
     });
     // Wait for Redis before the first worker (retrying in the background).
     let connection = loop {
@@ -143,6 +145,7 @@ async fn run(config: Config) -> anyhow::Result<()> {
         .shutdown_timeout(grace)
         .run_with_signal(async {
             runtime::shutdown_signal().await;
+            stopping.cancel();
             tracing::info!("svc-worker stopping: finishing jobs in flight");
             Ok(())
         })

@@ -129,7 +129,7 @@ async fn the_sweeper_sends_only_the_missing_wake_ups(pool: PgPool) {
         let pool = s.app.pool.clone();
         async move {
             let mut conn = pool.acquire().await.unwrap();
-            store::knowledge::take_unawakened(&mut conn, 60.0, queued, 500).await.unwrap().len()
+            store::knowledge::take_unawakened(&mut conn, 60.0, queued, 64, 500).await.unwrap().len()
         }
     };
     assert_eq!(take(0).await, 0, "jobs sent a moment ago may still be on their way");
@@ -152,6 +152,15 @@ async fn the_sweeper_sends_only_the_missing_wake_ups(pool: PgPool) {
     .await
     .unwrap();
     assert_eq!(take(0).await, 4);
+    // A wake-up processes revisions until none is left: no more than
+    // producers keep waiting are needed, however long the backlog.
+    sqlx::raw_sql("UPDATE knowledge_revisions SET enqueued_at = now() - interval '1 hour'")
+        .execute(&s.app.pool)
+        .await
+        .unwrap();
+    let mut conn = s.app.pool.acquire().await.unwrap();
+    assert_eq!(store::knowledge::take_unawakened(&mut conn, 60.0, 1, 3, 500).await.unwrap().len(), 2);
+    assert_eq!(store::knowledge::take_unawakened(&mut conn, 60.0, 3, 3, 500).await.unwrap().len(), 0);
 }
 
 /// The metric of Workspaces with work counts each once.

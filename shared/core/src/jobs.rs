@@ -22,6 +22,20 @@ pub enum Job {
     ApplyReconcile { run: RunId },
 }
 
+impl Job {
+    /// Whether the job only wakes a worker to process revisions: any such
+    /// job serves whichever revision is next in turn.
+    pub fn is_wake_up(&self) -> bool {
+        matches!(self, Job::ProcessRevision { .. })
+    }
+}
+
+/// Jobs waiting in the queue at or beyond which a producer sends no more
+/// wake-ups ([`Queue::send`]): enough to start every job slot of a few
+/// dozen workers at once; a slot that finds work keeps processing and wakes
+/// another when it hands its slot back.
+pub const WAKE_UPS_WAITING: u64 = 64;
+
 /// Every job kind goes through one queue; its Redis keys all start with the
 /// queue name, `{namespace}_jobs` (no `:`, which apalis-redis splits on).
 pub fn queue_name(namespace: &str) -> String {
@@ -86,7 +100,8 @@ pub enum QueueError {
 pub struct Queue {
     client: redis::Client,
     namespace: String,
-    storage: tokio::sync::OnceCell<RedisStorage<Job>>,
+    /// The storage pushes go through, and its connection for plain reads.
+    storage: tokio::sync::OnceCell<(RedisStorage<Job>, ConnectionManager)>,
 }
 
 /// Jobs waiting in Redis and jobs claimed by workers.
@@ -115,21 +130,70 @@ impl Queue {
         Ok(ConnectionManager::new_with_config(self.client.clone(), config).await?)
     }
 
-    async fn storage(&self) -> Result<RedisStorage<Job>, QueueError> {
-        let storage = self
-            .storage
+    async fn storage(&self) -> Result<&(RedisStorage<Job>, ConnectionManager), QueueError> {
+        self.storage
             .get_or_try_init(|| async {
                 let connection = self.connection().await?;
-                Ok::<_, QueueError>(RedisStorage::new(connection).with_config(apalis_config(&self.namespace)))
+                let storage = RedisStorage::new(connection.clone()).with_config(apalis_config(&self.namespace));
+                Ok::<_, QueueError>((storage, connection))
             })
-            .await?;
-        Ok(storage.clone())
+            .await
+    }
+
+    /// Sends what committed work needs: every job, except the wake-ups
+    /// (`ProcessRevision`) the queue does not need, because it holds
+    /// [`WAKE_UPS_WAITING`] jobs or more that no worker has taken yet. Each of
+    /// those starts after this call, so after the commit of the work it
+    /// stands for, and a wake-up processes revisions until none is left
+    /// (`svc-worker`'s jobs); a job per revision would grow the queue with
+    /// every backlog, and every job taken costs Redis a pass over the queue.
+    /// Within a bounded time.
+    pub async fn send(&self, jobs: &[Job]) -> Result<(), QueueError> {
+        let wake_ups = jobs.iter().filter(|job| job.is_wake_up()).count();
+        if wake_ups == 0 {
+            return self.push_all(jobs).await;
+        }
+        let waiting = self.waiting().await?;
+        let room = usize::try_from(WAKE_UPS_WAITING.saturating_sub(waiting)).unwrap_or(usize::MAX);
+        if room >= wake_ups {
+            return self.push_all(jobs).await;
+        }
+        let mut left_out = wake_ups - room;
+        let needed: Vec<Job> = jobs
+            .iter()
+            .filter(|job| {
+                let leave = job.is_wake_up() && left_out > 0;
+                left_out -= usize::from(leave);
+                !leave
+            })
+            .copied()
+            .collect();
+        if needed.is_empty() { Ok(()) } else { self.push_all(&needed).await }
+    }
+
+    /// Jobs waiting that no worker has taken yet, as [`Queue::depth`] counts
+    /// them (apalis-redis pushes every job into the scheduled set, due now,
+    /// and a worker's fetch moves what is due to the active list), in one
+    /// round trip, within a bounded time.
+    pub async fn waiting(&self) -> Result<u64, QueueError> {
+        let read = async {
+            let mut conn = self.storage().await?.1.clone();
+            let queue = queue_name(&self.namespace);
+            let now = time::OffsetDateTime::now_utc().unix_timestamp();
+            let (active, due): (u64, u64) = redis::pipe()
+                .llen(format!("{queue}:active"))
+                .zcount(format!("{queue}:scheduled"), "-inf", now)
+                .query_async(&mut conn)
+                .await?;
+            Ok::<_, QueueError>(active + due)
+        };
+        tokio::time::timeout(PUSH_TIMEOUT, read).await.map_err(|_| QueueError::Timeout(PUSH_TIMEOUT))?
     }
 
     /// Pushes `jobs` (within a bounded time).
     pub async fn push_all(&self, jobs: &[Job]) -> Result<(), QueueError> {
         let push = async {
-            let mut storage = self.storage().await?;
+            let mut storage = self.storage().await?.0.clone();
             storage.push_bulk(jobs.to_vec()).await.map_err(|e| QueueError::Push(e.to_string()))
         };
         tokio::time::timeout(PUSH_TIMEOUT, push).await.map_err(|_| QueueError::Timeout(PUSH_TIMEOUT))?

@@ -299,7 +299,7 @@ pub async fn apply(pool: &PgPool, run: RunId, queue: Option<&Queue>, entries: us
             Step::Applied(job) => {
                 applied_any = true;
                 if let (Some(queue), Some(job)) = (queue, job)
-                    && let Err(error) = queue.push_all(&[job]).await
+                    && let Err(error) = queue.send(&[job]).await
                 {
                     tracing::warn!(%error, "could not enqueue; the sweeper will");
                 }

@@ -140,7 +140,7 @@ impl Service {
     /// the work is in PostgreSQL, and the sweeper enqueues it again.
     pub(crate) async fn enqueue(&self, jobs: &[Job]) {
         let Some(queue) = &self.queue else { return };
-        if let Err(error) = queue.push_all(jobs).await {
+        if let Err(error) = queue.send(jobs).await {
             tracing::warn!(%error, jobs = jobs.len(), "could not enqueue; the sweeper will");
         }
     }

@@ -22,7 +22,7 @@ pub mod statistics;
 mod sweep;
 pub mod waits;
 
-pub use process::{Choosing, Outcome, Processing, process, process_next};
+pub use process::{Choosing, Outcome, Processing, process, process_next, take_next};
 pub use sweep::{Sweep, sweep};
 use waits::WaitCache;
 

@@ -120,11 +120,19 @@ const MAX_LOOKS: usize = 64;
 /// others of its process starts further down that order ([`Choosing`]).
 /// `Skipped` when nothing is left that nobody holds.
 pub async fn process_next(pool: &PgPool, processing: &Processing) -> Result<Outcome> {
-    match choose(pool, processing).await? {
-        None => Ok(Outcome::Skipped),
-        Some(Chosen::Fail(revision, code)) => fail(pool, revision, code).await,
-        Some(Chosen::Attempt(revision, owner, material)) => run(pool, revision, processing, owner, material).await,
-    }
+    Ok(take_next(pool, processing).await?.unwrap_or(Outcome::Skipped))
+}
+
+/// As [`process_next`], but `None` when nothing is left that nobody holds,
+/// told apart from a revision that was taken and then skipped (superseded, or
+/// its lease lost): a worker processing revisions one after another stops at
+/// `None` only.
+pub async fn take_next(pool: &PgPool, processing: &Processing) -> Result<Option<Outcome>> {
+    Ok(Some(match choose(pool, processing).await? {
+        None => return Ok(None),
+        Some(Chosen::Fail(revision, code)) => fail(pool, revision, code).await?,
+        Some(Chosen::Attempt(revision, owner, material)) => run(pool, revision, processing, owner, material).await?,
+    }))
 }
 
 /// What [`choose`] found next in turn.
@@ -479,7 +487,7 @@ impl Drop for Lease {
 mod tests {
     use sqlx::PgPool;
 
-    use super::{Choosing, process, process_next};
+    use super::{Choosing, process, process_next, take_next};
     use crate::knowledge::merge::maintain;
     use crate::reconcile::apply;
     use crate::runtime::sizes::{future_of_1, future_of_2, future_of_3, future_of_4};
@@ -498,6 +506,7 @@ mod tests {
         let acquire = future_of_1(PgPool::acquire);
         for (name, size) in [
             ("process_next", future_of_2(process_next)),
+            ("take_next", future_of_2(take_next)),
             ("process", future_of_3(process)),
             ("merge::maintain", future_of_3(maintain)),
             ("reconcile::apply", future_of_4(apply)),

@@ -4,8 +4,9 @@
 //! after its commit) or held by a worker that died. PostgreSQL knows what is
 //! unfinished, so the sweeper, run by every worker but by one at a time across
 //! them, makes sure the queue holds a job for every unfinished revision that
-//! nobody holds (a job wakes a worker, which takes whichever revision is next
-//! in turn: only the shortfall is sent, for revisions whose last job is older
+//! nobody holds, up to `jobs::WAKE_UPS_WAITING` (a job wakes a worker, which
+//! takes whichever revision is next in turn, then the next, until none is
+//! left: only the shortfall is sent, for revisions whose last job is older
 //! than `requeue_after`), re-sends a job for every reconcile run that made no
 //! progress for as long, and fails every revision past the
 //! processing deadline (`processing_timeout`). It also drops the records
@@ -80,12 +81,14 @@ async fn sweep_held(pool: &PgPool, queue: Option<&Queue>, settings: &Sweep) -> R
     }
     if let Some(queue) = queue {
         // Jobs are wake-ups (see `process_next`): what matters is that the
-        // queue holds one for each revision nobody holds, whichever it names.
+        // queue holds one for each revision nobody holds, whichever it names,
+        // up to as many as producers keep waiting (`Queue::send`).
         let queued = queue.depth().await.map_err(|e| crate::error::Error::internal(format!("queue depth: {e}")))?;
         let queued = i64::try_from(queued.waiting).unwrap_or(i64::MAX);
         let mut conn = crate::runtime::connection(pool).await?;
         let after = settings.requeue_after.as_secs_f64();
-        let stale = store::knowledge::take_unawakened(&mut conn, after, queued, BATCH).await?;
+        let wanted = i64::try_from(crate::jobs::WAKE_UPS_WAITING).unwrap_or(i64::MAX);
+        let stale = store::knowledge::take_unawakened(&mut conn, after, queued, wanted, BATCH).await?;
         let runs = store::reconcile::take_stale(&mut conn, after, BATCH).await?;
         let jobs: Vec<Job> = stale
             .into_iter()

@@ -87,19 +87,21 @@ pub async fn next_in_turn(conn: &mut PgConnection, limit: i64) -> sqlx::Result<V
     .await
 }
 
-/// Wakes work that lost its wake-up. A job only wakes a worker, and any job
-/// serves whichever revision is next in turn, so what must hold is that the
-/// queue has at least one job per revision nobody holds: with `queued` jobs
+/// Wakes work that lost its wake-up. A job only wakes a worker, any job
+/// serves whichever revision is next in turn, and a worker it wakes goes on
+/// to the next until none is left, so what must hold is that the queue has a
+/// job per revision nobody holds, up to `wanted`: with `queued` jobs
 /// waiting, this marks as sent again (and returns) up to `limit` of the
 /// shortfall, taken from the revisions whose last job is older than
 /// `after_secs` (a job may be on its way for a newer one). A long backlog
-/// whose jobs are all waiting gets none: before, every revision waiting
+/// whose jobs are waiting gets none: before, every revision waiting
 /// longer than `after_secs` was sent again, flooding the queue.
 #[tracing::instrument(level = "debug", skip(conn))]
 pub async fn take_unawakened(
     conn: &mut PgConnection,
     after_secs: f64,
     queued: i64,
+    wanted: i64,
     limit: i64,
 ) -> sqlx::Result<Vec<RevisionId>> {
     sqlx::query_scalar!(
@@ -115,7 +117,7 @@ pub async fn take_unawakened(
               AND enqueued_at < now() - make_interval(secs => $1)
               AND (lease_until IS NULL OR lease_until < now())
             ORDER BY enqueued_at
-            LIMIT least($3, greatest(0, (SELECT revisions FROM free) - $2))
+            LIMIT least($3, greatest(0, least((SELECT revisions FROM free), $4) - $2))
             FOR UPDATE SKIP LOCKED
         )
         RETURNING id AS "id: RevisionId"
@@ -123,6 +125,7 @@ pub async fn take_unawakened(
         after_secs,
         queued,
         limit,
+        wanted,
     )
     .fetch_all(conn)
     .await
