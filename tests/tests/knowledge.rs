@@ -303,7 +303,45 @@ async fn one_wake_up_processes_a_backlog(pool: PgPool) {
     let states = tenant.wait_all(&api, &sources, Duration::from_secs(60)).await;
     assert!(states.iter().all(|s| s == "active"), "{states:?}");
     assert_promoted_once(&pool, 80).await;
-    assert!(!worker.process.logs().contains("requeued"), "{}", worker.process.logs());
+    assert!(worker.process.terminate().await.success());
+    flush_namespace(REDIS, &ns).await;
+}
+
+/// A wake-up that meets an error it cannot get past (here a revision whose
+/// passages PostgreSQL refuses, every attempt) wakes another before it ends:
+/// the backlog behind that revision is processed, and the revision fails
+/// once out of attempts, with one job in the queue and no sweeper.
+#[sqlx::test(migrations = false)]
+async fn a_wake_up_given_up_on_an_error_wakes_another(pool: PgPool) {
+    let Stage { database, ns, api, tenant } = stage(&pool, REDIS, &[]).await;
+    sqlx::raw_sql(
+        "CREATE FUNCTION refuse_poison() RETURNS trigger LANGUAGE plpgsql AS $$
+         BEGIN IF NEW.body LIKE '%POISON%' THEN RAISE EXCEPTION 'refused'; END IF; RETURN NEW; END $$;
+         CREATE TRIGGER refuse_poison BEFORE INSERT ON knowledge_passages
+             FOR EACH ROW EXECUTE FUNCTION refuse_poison();",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
+    let mut input = tenant.submission(99, "v1", "# Poison\n\nThis POISON text fails every attempt.".to_owned());
+    input["key"] = json!("poison");
+    let (status, body) = api.op("knowledge-sources/add", &tenant.token, Some(&tenant.workspace), &input).await;
+    assert_eq!(status, 200, "{body}");
+    let sources: Vec<String> = add_all(&tenant, &api, 30).await;
+    let scheduled = format!("{ns}_jobs:scheduled");
+    let mut conn = redis::Client::open(REDIS).unwrap().get_multiplexed_async_connection().await.unwrap();
+    let _: () = redis::cmd("ZREMRANGEBYRANK").arg(&scheduled).arg(1).arg(-1).query_async(&mut conn).await.unwrap();
+    let settings = [("SVC_REQUEUE_AFTER_SECS", "3600"), ("SVC_WORKER_CONCURRENCY", "1"), ("SVC_MAX_ATTEMPTS", "2")];
+    let mut worker = Worker::start(&database, REDIS, &ns, &settings).await;
+    let states = tenant.wait_all(&api, &sources, Duration::from_secs(60)).await;
+    assert!(states.iter().all(|s| s == "active"), "{states:?}");
+    let failed: (String, String) = sqlx::query_as(
+        "SELECT candidate_state::text, candidate_error_code FROM knowledge_sources WHERE key = 'poison'",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!(failed, ("failed".to_owned(), "internal".to_owned()), "out of attempts");
     assert!(worker.process.terminate().await.success());
     flush_namespace(REDIS, &ns).await;
 }

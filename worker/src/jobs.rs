@@ -68,9 +68,11 @@ pub async fn handle(job: Job, context: Data<Arc<Context>>) -> Result<(), BoxDynE
 
 /// A wake-up: processes the revisions next in turn, one after another (each
 /// counted in the metrics as a job), until none is left that nobody holds,
-/// then ends; after [`REVISIONS_PER_WAKE_UP`], or once the worker is
-/// stopping, it wakes another instead. Producers send a wake-up only while
-/// few wait (`Queue::send`), so this is what processes a backlog.
+/// then ends; after [`REVISIONS_PER_WAKE_UP`], once the worker is stopping,
+/// or on an error it could not get past (the revision's attempt counted, or
+/// the database gone past the retries), it wakes another instead. Producers
+/// send a wake-up only while few wait (`Queue::send`), so this is what
+/// processes a backlog.
 async fn wake_up(context: &Context, job: Job) {
     let mut taken = 0;
     loop {
@@ -96,10 +98,7 @@ async fn wake_up(context: &Context, job: Job) {
         let given_up = outcome.is_err();
         context.metrics.job(ended(job, outcome), started.elapsed());
         taken += 1;
-        if given_up {
-            return;
-        }
-        if taken >= REVISIONS_PER_WAKE_UP || context.stopping.is_cancelled() {
+        if given_up || taken >= REVISIONS_PER_WAKE_UP || context.stopping.is_cancelled() {
             if let Err(error) = context.queue.push_all(&[job]).await {
                 tracing::warn!(%error, "could not wake another worker; the sweeper will");
             }

@@ -5,6 +5,8 @@
 
 use serde_json::Value;
 use sqlx::PgPool;
+use svc_core::ids::{RevisionId, RunId};
+use svc_core::jobs::{Job, Queue};
 use svc_core::knowledge::{Outcome, process_next};
 use svc_core::store;
 use svc_core::store::knowledge::{Claim, Claimed};
@@ -321,4 +323,27 @@ async fn attempts_of_one_workspace_start_without_waiting_for_each_other(pool: Pg
     let second = served_at().await;
     started(store::knowledge::claim(&mut conn, revisions[3], &claim).await.unwrap());
     assert!(served_at().await > second);
+}
+
+/// A producer sends wake-ups while fewer than 64 wait, counting wake-ups
+/// only: 64 reconcile applies waiting stand for none. Real Redis, under a
+/// namespace of its own.
+#[tokio::test]
+async fn wake_ups_are_sent_while_fewer_than_64_wait() {
+    let ns = format!("svctest_{}", uuid::Uuid::now_v7().simple());
+    let queue = Queue::new("redis://127.0.0.1:6379", &ns).unwrap();
+    let wake_up = || Job::ProcessRevision { revision: RevisionId::new() };
+    let apply = || Job::ApplyReconcile { run: RunId::new() };
+    queue.push_all(&(0..64).map(|_| apply()).collect::<Vec<_>>()).await.unwrap();
+    queue.send(&[wake_up()]).await.unwrap();
+    assert_eq!(queue.wake_ups_waiting().await.unwrap(), 1, "reconcile applies are no wake-ups");
+    queue.send(&(0..70).map(|_| wake_up()).collect::<Vec<_>>()).await.unwrap();
+    assert_eq!(queue.wake_ups_waiting().await.unwrap(), 64);
+    // With enough waiting, the wake-ups stay out and the rest goes.
+    queue.send(&[wake_up(), apply(), wake_up()]).await.unwrap();
+    assert_eq!(queue.depth().await.unwrap().waiting, 64 + 64 + 1);
+    let mut conn =
+        redis::Client::open("redis://127.0.0.1:6379").unwrap().get_multiplexed_async_connection().await.unwrap();
+    let keys: Vec<String> = redis::cmd("KEYS").arg(format!("{ns}*")).query_async(&mut conn).await.unwrap();
+    let _: () = redis::cmd("DEL").arg(&keys).query_async(&mut conn).await.unwrap();
 }

@@ -85,6 +85,29 @@ static FORGET_FINISHED: std::sync::LazyLock<redis::Script> = std::sync::LazyLock
     )
 });
 
+/// Wake-ups among the first ARGV[3] jobs of the active list (KEYS[1]) and
+/// the first ARGV[3] of the scheduled set (KEYS[2]) due at ARGV[1], by their
+/// payloads (in KEYS[3]); it stops counting at ARGV[2].
+static COUNT_WAKE_UPS: std::sync::LazyLock<redis::Script> = std::sync::LazyLock::new(|| {
+    redis::Script::new(
+        "local n = 0
+         local enough = tonumber(ARGV[2])
+         local function count(ids)
+           for _, id in ipairs(ids) do
+             if n >= enough then return end
+             local payload = redis.call('hget', KEYS[3], id)
+             if payload and string.find(payload, '\"kind\":\"process_revision\"', 1, true) then
+               n = n + 1
+             end
+           end
+         end
+         local scan = tonumber(ARGV[3])
+         count(redis.call('lrange', KEYS[1], 0, scan - 1))
+         count(redis.call('zrangebyscore', KEYS[2], '-inf', ARGV[1], 'LIMIT', 0, scan))
+         return n",
+    )
+});
+
 #[derive(Debug, thiserror::Error)]
 pub enum QueueError {
     #[error("Redis did not answer within {0:?}")]
@@ -141,51 +164,62 @@ impl Queue {
     }
 
     /// Sends what committed work needs: every job, except the wake-ups
-    /// (`ProcessRevision`) the queue does not need, because it holds
-    /// [`WAKE_UPS_WAITING`] jobs or more that no worker has taken yet. Each of
-    /// those starts after this call, so after the commit of the work it
-    /// stands for, and a wake-up processes revisions until none is left
-    /// (`svc-worker`'s jobs); a job per revision would grow the queue with
-    /// every backlog, and every job taken costs Redis a pass over the queue.
-    /// Within a bounded time.
+    /// (`ProcessRevision`) the queue does not need, because
+    /// [`WAKE_UPS_WAITING`] wake-ups or more wait that no worker has taken
+    /// yet. Each of those starts after this call, so after the commit of the
+    /// work it stands for, and a wake-up processes revisions until none is
+    /// left (`svc-worker`'s jobs); a job per revision would grow the queue
+    /// with every backlog, and every job taken costs Redis a pass over the
+    /// queue. Within a bounded time.
     pub async fn send(&self, jobs: &[Job]) -> Result<(), QueueError> {
-        let wake_ups = jobs.iter().filter(|job| job.is_wake_up()).count();
-        if wake_ups == 0 {
-            return self.push_all(jobs).await;
-        }
-        let waiting = self.waiting().await?;
-        let room = usize::try_from(WAKE_UPS_WAITING.saturating_sub(waiting)).unwrap_or(usize::MAX);
-        if room >= wake_ups {
-            return self.push_all(jobs).await;
-        }
-        let mut left_out = wake_ups - room;
-        let needed: Vec<Job> = jobs
-            .iter()
-            .filter(|job| {
-                let leave = job.is_wake_up() && left_out > 0;
-                left_out -= usize::from(leave);
-                !leave
-            })
-            .copied()
-            .collect();
-        if needed.is_empty() { Ok(()) } else { self.push_all(&needed).await }
+        let send = async {
+            let wake_ups = jobs.iter().filter(|job| job.is_wake_up()).count();
+            if wake_ups == 0 {
+                return self.push_all(jobs).await;
+            }
+            let waiting = self.wake_ups_waiting().await?;
+            let room = usize::try_from(WAKE_UPS_WAITING.saturating_sub(waiting)).unwrap_or(usize::MAX);
+            if room >= wake_ups {
+                return self.push_all(jobs).await;
+            }
+            let mut left_out = wake_ups - room;
+            let needed: Vec<Job> = jobs
+                .iter()
+                .filter(|job| {
+                    let leave = job.is_wake_up() && left_out > 0;
+                    left_out -= usize::from(leave);
+                    !leave
+                })
+                .copied()
+                .collect();
+            if needed.is_empty() { Ok(()) } else { self.push_all(&needed).await }
+        };
+        tokio::time::timeout(PUSH_TIMEOUT, send).await.map_err(|_| QueueError::Timeout(PUSH_TIMEOUT))?
     }
 
-    /// Jobs waiting that no worker has taken yet, as [`Queue::depth`] counts
-    /// them (apalis-redis pushes every job into the scheduled set, due now,
-    /// and a worker's fetch moves what is due to the active list), in one
-    /// round trip, within a bounded time.
-    pub async fn waiting(&self) -> Result<u64, QueueError> {
+    /// Wake-ups waiting that no worker has taken yet, up to
+    /// [`WAKE_UPS_WAITING`]: apalis-redis pushes every job into its scheduled
+    /// set, due now, and a worker's fetch moves what is due to the active
+    /// list; other jobs (reconcile applies) waiting there are not counted.
+    /// One script, reading at most four times that many jobs of each, so
+    /// wake-ups behind that many other jobs are not seen: a producer then
+    /// sends one more than needed (within a bounded time).
+    pub async fn wake_ups_waiting(&self) -> Result<u64, QueueError> {
         let read = async {
             let mut conn = self.storage().await?.1.clone();
-            let queue = queue_name(&self.namespace);
+            let config = apalis_config(&self.namespace);
             let now = time::OffsetDateTime::now_utc().unix_timestamp();
-            let (active, due): (u64, u64) = redis::pipe()
-                .llen(format!("{queue}:active"))
-                .zcount(format!("{queue}:scheduled"), "-inf", now)
-                .query_async(&mut conn)
-                .await?;
-            Ok::<_, QueueError>(active + due)
+            Ok::<_, QueueError>(
+                COUNT_WAKE_UPS
+                    .key(config.active_jobs_list())
+                    .key(config.scheduled_jobs_set())
+                    .key(config.job_data_hash())
+                    .arg(now)
+                    .arg(WAKE_UPS_WAITING)
+                    .arg(WAKE_UPS_WAITING * 4)
+                    .invoke_async::<u64>(&mut conn)
+                    .await?,
+            )
         };
         tokio::time::timeout(PUSH_TIMEOUT, read).await.map_err(|_| QueueError::Timeout(PUSH_TIMEOUT))?
     }

@@ -1,9 +1,10 @@
 //! Processing revisions: what a worker does with a `ProcessRevision` job.
 //!
 //! A job only wakes a worker: the worker takes whichever revision is next in
-//! turn across Workspaces ([`process_next`]), so one Workspace's backlog does
-//! not queue another's source behind it (docs/decisions.md, "Which revision a
-//! worker takes next").
+//! turn across Workspaces ([`take_next`], [`process_next`]), then the next,
+//! so one Workspace's backlog does not queue another's source behind it
+//! (docs/decisions.md, "Which revision a worker takes next" and "Wake-ups
+//! process a backlog").
 //!
 //! Safe to run twice, late, or beside another worker on the same revision:
 //! - an attempt starts only on a revision still unfinished and not leased by a

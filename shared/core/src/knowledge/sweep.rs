@@ -83,8 +83,9 @@ async fn sweep_held(pool: &PgPool, queue: Option<&Queue>, settings: &Sweep) -> R
         // Jobs are wake-ups (see `process_next`): what matters is that the
         // queue holds one for each revision nobody holds, whichever it names,
         // up to as many as producers keep waiting (`Queue::send`).
-        let queued = queue.depth().await.map_err(|e| crate::error::Error::internal(format!("queue depth: {e}")))?;
-        let queued = i64::try_from(queued.waiting).unwrap_or(i64::MAX);
+        let queued =
+            queue.wake_ups_waiting().await.map_err(|e| crate::error::Error::internal(format!("queue depth: {e}")))?;
+        let queued = i64::try_from(queued).unwrap_or(i64::MAX);
         let mut conn = crate::runtime::connection(pool).await?;
         let after = settings.requeue_after.as_secs_f64();
         let wanted = i64::try_from(crate::jobs::WAKE_UPS_WAITING).unwrap_or(i64::MAX);
