@@ -34,11 +34,29 @@ fn retries() -> ExponentialBuilder {
         .with_max_times(4)
 }
 
+/// `work` for `job`, tried again after a transient failure ([`retries`]).
+async fn retried<T, Fut>(job: Job, work: impl FnMut() -> Fut) -> Result<T, svc_core::error::Error>
+where
+    Fut: Future<Output = Result<T, svc_core::error::Error>>,
+{
+    work.retry(retries())
+        .when(|error| error.fault().is_transient())
+        .notify(|error, delay| {
+            svc_core::faults::retried(svc_core::faults::Retry::Work);
+            tracing::warn!(?job, error = %chain(error), ?delay, "job failed; retrying");
+        })
+        .await
+}
+
 /// Revisions one wake-up processes before it hands its job slot back: it then
 /// wakes another at the back of the queue, so that other jobs (reconcile
 /// runs) take their turn in a long backlog, and a stopping worker lets go
 /// within one revision.
 pub const REVISIONS_PER_WAKE_UP: usize = 32;
+
+/// How long a wake-up that met an error it could not get past waits before
+/// it wakes another.
+const PAUSE_AFTER_AN_ERROR: Duration = Duration::from_secs(2);
 
 /// Runs one job. A transient failure before the work was taken (the database
 /// unreachable, a lock held by another) is retried with exponential backoff;
@@ -52,14 +70,7 @@ pub async fn handle(job: Job, context: Data<Arc<Context>>) -> Result<(), BoxDynE
         Job::ProcessRevision { .. } => wake_up(&context, job).await,
         Job::ApplyReconcile { run } => {
             let started = Instant::now();
-            let result = (|| apply(&context, run))
-                .retry(retries())
-                .when(|error| error.fault().is_transient())
-                .notify(|error, delay| {
-                    svc_core::faults::retried(svc_core::faults::Retry::Work);
-                    tracing::warn!(?job, error = %chain(error), ?delay, "job failed; retrying");
-                })
-                .await;
+            let result = retried(job, || apply(&context, run)).await;
             context.metrics.job(ended(job, result), started.elapsed());
         }
     }
@@ -70,21 +81,15 @@ pub async fn handle(job: Job, context: Data<Arc<Context>>) -> Result<(), BoxDynE
 /// counted in the metrics as a job), until none is left that nobody holds,
 /// then ends; after [`REVISIONS_PER_WAKE_UP`], once the worker is stopping,
 /// or on an error it could not get past (the revision's attempt counted, or
-/// the database gone past the retries), it wakes another instead. Producers
+/// the database gone past the retries; after a pause), it wakes another
+/// instead. Producers
 /// send a wake-up only while few wait (`Queue::send`), so this is what
 /// processes a backlog.
 async fn wake_up(context: &Context, job: Job) {
     let mut taken = 0;
     loop {
         let started = Instant::now();
-        let result = (|| knowledge::take_next(&context.pool, &context.processing))
-            .retry(retries())
-            .when(|error| error.fault().is_transient())
-            .notify(|error, delay| {
-                svc_core::faults::retried(svc_core::faults::Retry::Work);
-                tracing::warn!(?job, error = %chain(error), ?delay, "job failed; retrying");
-            })
-            .await;
+        let result = retried(job, || knowledge::take_next(&context.pool, &context.processing)).await;
         let outcome = match result {
             Ok(None) => {
                 if taken == 0 {
@@ -98,6 +103,12 @@ async fn wake_up(context: &Context, job: Job) {
         let given_up = outcome.is_err();
         context.metrics.job(ended(job, outcome), started.elapsed());
         taken += 1;
+        if given_up && !context.stopping.is_cancelled() {
+            // An error before any attempt was counted (choosing, or failing
+            // an overdue revision) recurs at once: at most one more wake-up
+            // a pause from this slot, not one a poll.
+            tokio::time::sleep(PAUSE_AFTER_AN_ERROR).await;
+        }
         if given_up || taken >= REVISIONS_PER_WAKE_UP || context.stopping.is_cancelled() {
             if let Err(error) = context.queue.push_all(&[job]).await {
                 tracing::warn!(%error, "could not wake another worker; the sweeper will");
@@ -117,7 +128,7 @@ fn ended(job: Job, result: Result<Outcome, svc_core::error::Error>) -> JobOutcom
         }
         Ok(Outcome::Skipped) => JobOutcome::Skipped,
         Err(error) => {
-            tracing::error!(?job, error = %chain(&error), "job given up; the sweeper will send it again");
+            tracing::error!(?job, error = %chain(&error), "job given up");
             JobOutcome::Retried
         }
     }

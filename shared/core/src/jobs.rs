@@ -203,7 +203,8 @@ impl Queue {
     /// list; other jobs (reconcile applies) waiting there are not counted.
     /// One script, reading at most four times that many jobs of each, so
     /// wake-ups behind that many other jobs are not seen: a producer then
-    /// sends one more than needed (within a bounded time).
+    /// sends up to [`WAKE_UPS_WAITING`] more than needed (within a bounded
+    /// time).
     pub async fn wake_ups_waiting(&self) -> Result<u64, QueueError> {
         let read = async {
             let mut conn = self.storage().await?.1.clone();
