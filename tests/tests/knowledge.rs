@@ -283,6 +283,19 @@ async fn the_sweeper_recovers_a_flushed_queue(pool: PgPool) {
     flush_namespace(REDIS, &ns).await;
 }
 
+/// Leaves one of the wake-ups waiting in `ns`'s queue (apalis-redis pushes
+/// every job into its scheduled set, due now) and starts a worker with one
+/// job slot and `settings`, its sweeper an hour away: whatever it processes,
+/// that one wake-up and those it sends did.
+async fn worker_with_one_wake_up(database: &str, ns: &str, settings: &[(&str, &str)]) -> Worker {
+    let mut conn = redis::Client::open(REDIS).unwrap().get_multiplexed_async_connection().await.unwrap();
+    let scheduled = format!("{ns}_jobs:scheduled");
+    let _: () = redis::cmd("ZREMRANGEBYRANK").arg(&scheduled).arg(1).arg(-1).query_async(&mut conn).await.unwrap();
+    let mut env = vec![("SVC_REQUEUE_AFTER_SECS", "3600"), ("SVC_WORKER_CONCURRENCY", "1")];
+    env.extend_from_slice(settings);
+    Worker::start(database, REDIS, ns, &env).await
+}
+
 /// Jobs only wake workers: the API sends no more wake-ups once 64 wait, and
 /// one wake-up processes revisions until none is left, waking another every
 /// 32 (its slot handed back): a single job left in the queue processes a
@@ -297,9 +310,7 @@ async fn one_wake_up_processes_a_backlog(pool: PgPool) {
     let mut conn = redis::Client::open(REDIS).unwrap().get_multiplexed_async_connection().await.unwrap();
     let waiting: (u64, u64) = redis::pipe().llen(&active).zcard(&scheduled).query_async(&mut conn).await.unwrap();
     assert_eq!(waiting, (0, 64), "a wake-up for each add until 64 wait");
-    let _: () = redis::cmd("ZREMRANGEBYRANK").arg(&scheduled).arg(1).arg(-1).query_async(&mut conn).await.unwrap();
-    let settings = [("SVC_REQUEUE_AFTER_SECS", "3600"), ("SVC_WORKER_CONCURRENCY", "1")];
-    let mut worker = Worker::start(&database, REDIS, &ns, &settings).await;
+    let mut worker = worker_with_one_wake_up(&database, &ns, &[]).await;
     let states = tenant.wait_all(&api, &sources, Duration::from_secs(60)).await;
     assert!(states.iter().all(|s| s == "active"), "{states:?}");
     assert_promoted_once(&pool, 80).await;
@@ -328,11 +339,7 @@ async fn a_wake_up_given_up_on_an_error_wakes_another(pool: PgPool) {
     let (status, body) = api.op("knowledge-sources/add", &tenant.token, Some(&tenant.workspace), &input).await;
     assert_eq!(status, 200, "{body}");
     let sources: Vec<String> = add_all(&tenant, &api, 30).await;
-    let scheduled = format!("{ns}_jobs:scheduled");
-    let mut conn = redis::Client::open(REDIS).unwrap().get_multiplexed_async_connection().await.unwrap();
-    let _: () = redis::cmd("ZREMRANGEBYRANK").arg(&scheduled).arg(1).arg(-1).query_async(&mut conn).await.unwrap();
-    let settings = [("SVC_REQUEUE_AFTER_SECS", "3600"), ("SVC_WORKER_CONCURRENCY", "1"), ("SVC_MAX_ATTEMPTS", "2")];
-    let mut worker = Worker::start(&database, REDIS, &ns, &settings).await;
+    let mut worker = worker_with_one_wake_up(&database, &ns, &[("SVC_MAX_ATTEMPTS", "2")]).await;
     let states = tenant.wait_all(&api, &sources, Duration::from_secs(60)).await;
     assert!(states.iter().all(|s| s == "active"), "{states:?}");
     let failed: (String, String) = sqlx::query_as(

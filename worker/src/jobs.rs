@@ -82,23 +82,19 @@ pub async fn handle(job: Job, context: Data<Arc<Context>>) -> Result<(), BoxDynE
 /// then ends; after [`REVISIONS_PER_WAKE_UP`], once the worker is stopping,
 /// or on an error it could not get past (the revision's attempt counted, or
 /// the database gone past the retries; after a pause), it wakes another
-/// instead. Producers
-/// send a wake-up only while few wait (`Queue::send`), so this is what
-/// processes a backlog.
+/// instead. Producers send a wake-up only while few wait (`Queue::send`), so
+/// this is what processes a backlog.
 async fn wake_up(context: &Context, job: Job) {
     let mut taken = 0;
     loop {
         let started = Instant::now();
         let result = retried(job, || knowledge::take_next(&context.pool, &context.processing)).await;
-        let outcome = match result {
-            Ok(None) => {
-                if taken == 0 {
-                    context.metrics.job(JobOutcome::Skipped, started.elapsed());
-                }
-                return;
+        // `None`: nothing is left that nobody holds.
+        let Some(outcome) = result.transpose() else {
+            if taken == 0 {
+                context.metrics.job(JobOutcome::Skipped, started.elapsed());
             }
-            Ok(Some(outcome)) => Ok(outcome),
-            Err(error) => Err(error),
+            return;
         };
         let given_up = outcome.is_err();
         context.metrics.job(ended(job, outcome), started.elapsed());
