@@ -177,6 +177,42 @@ async fn a_mutation_cut_off_mid_transaction_answers_503_and_applies_once_on_retr
     assert_eq!(sources, 1);
 }
 
+/// An add without an idempotency key is one statement outside a transaction
+/// once its Workspace has room on the usage shards: a session ending while
+/// that statement waits leaves its outcome unknown, so the add runs again in
+/// a transaction on a fresh connection, which would find the source had the
+/// statement written it. Added once, answered 200.
+#[sqlx::test(migrations = "../migrations")]
+async fn an_add_cut_off_in_its_own_statement_is_added_once(pool: PgPool) {
+    let s = tenant(&pool, Timeouts::SERVING).await;
+    s.ok("knowledge-sources/add", add_input(&s.agent, "one", "The first source.")).await;
+    let mut holder = pool_begin(&pool).await;
+    sqlx::query("SELECT 1 FROM workspaces FOR UPDATE").execute(&mut *holder).await.unwrap();
+    let add = s.spawn_call("knowledge-sources/add", add_input(&s.agent, "cut", "Cut off in its own statement."));
+    let waiting = "SELECT pid FROM pg_stat_activity WHERE application_name = $1 AND wait_event_type = 'Lock'
+                   AND query LIKE '%INSERT INTO knowledge_sources%'";
+    let mut killed = false;
+    for _ in 0..500 {
+        if let Some(pid) = sqlx::query_scalar::<_, i32>(waiting).bind(APPLICATION).fetch_optional(&pool).await.unwrap()
+        {
+            sqlx::query("SELECT pg_terminate_backend($1)").bind(pid).execute(&pool).await.unwrap();
+            killed = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    holder.rollback().await.unwrap();
+    let response = add.await.unwrap();
+    assert!(killed, "the add's own statement waited on the lock: {}", response.text());
+    assert_ok("knowledge-sources/add", &response);
+    let sources: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM knowledge_sources WHERE key = 'cut'").fetch_one(&pool).await.unwrap();
+    assert_eq!(sources, 1);
+    let entitlement = s.ok("workspaces/entitlements/inspect", json!({})).await;
+    assert_eq!(entitlement["entitlement"]["usage"]["knowledge_sources"], 2, "counted once");
+    assert!(s.app.metric("svc_db_retries_total{path=\"request\"}").await >= 1.0);
+}
+
 fn cut_input(agent: &str) -> Value {
     let mut input = add_input(agent, "cut", "Cut off in the middle.");
     input["idempotencyKey"] = json!("cut-off-1");

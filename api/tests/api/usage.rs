@@ -7,12 +7,14 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use sqlx::{Connection as _, PgPool};
+use svc_contract::ProblemCode;
+use svc_contract::knowledge::{Provenance, ProvenanceKind};
 use svc_core::entitlements::LimitKey;
 use svc_core::ids::{AgentId, RevisionId, SourceId, WorkspaceId};
-use svc_core::knowledge::{Outcome, Processing, process};
+use svc_core::knowledge::{self, NewIds, Outcome, Processing, Scope, Submission, process};
 use svc_core::store;
-use svc_core::store::knowledge::{Added, NewRevision, Room};
-use svc_core::store::types::StoredProvenanceKind;
+use svc_core::store::knowledge::{Added, NewRevision, Room, Standing};
+use svc_core::store::types::{StoredProvenanceKind, StoredWorkspaceStatus};
 use svc_core::store::usage::Delta;
 
 use crate::helpers::{Tenant, assert_ok, assert_problem, waits_on_a_lock};
@@ -416,7 +418,7 @@ async fn an_add_counts_its_usage_in_its_own_statement_only_under_the_plan_it_nam
         };
         let mut tx = s.app.pool.begin().await.unwrap();
         sqlx::query("UPDATE workspaces SET limit_overrides = $1::jsonb").bind(stored).execute(&mut *tx).await.unwrap();
-        let (held, added) = store::knowledge::add_source(&mut tx, "two", &first, &room).await.unwrap();
+        let (held, added) = store::knowledge::add_source(&mut tx, "two", &first, &room, None).await.unwrap();
         assert_eq!(held.entitlement.limit(LimitKey::KnowledgeSources), sources_limit, "{plan} {stored}");
         let Added::Added { room_taken: taken, .. } = added else { panic!("{added:?}") };
         assert_eq!(taken, room_taken, "{plan} {stored}");
@@ -461,4 +463,162 @@ async fn a_replace_waiting_for_room_holds_up_no_other_write(pool: PgPool) {
     assert_ok("knowledge-sources/replace", &s.call("knowledge-sources/replace", input).await);
     let (reported, counted) = usage_and_recount(&s).await;
     assert_eq!(reported, counted);
+}
+
+/// The Workspace of a Tenant as an add outside a transaction is admitted
+/// under, with its Entitlement, read now.
+async fn standing_of(s: &Tenant) -> (WorkspaceId, AgentId, store::workspaces::Held, Standing) {
+    let (ws, agent) = (WorkspaceId::parse(&s.ws).unwrap(), AgentId::parse(&s.agent).unwrap());
+    let held = store::workspaces::hold(&mut *s.app.pool.acquire().await.unwrap(), ws).await.unwrap();
+    let e = &held.entitlement;
+    let standing = Standing {
+        status: held.status,
+        trial_end: e.trial_end,
+        period_end: e.period_end,
+        cancel_at_period_end: e.cancel_at_period_end,
+    };
+    (ws, agent, held, standing)
+}
+
+const MANUAL: Provenance = Provenance { kind: ProvenanceKind::Manual, uri: String::new() };
+
+fn submission<'a>(provenance: &'a Provenance, digest: &'a str, content: &'a str) -> Submission<'a> {
+    Submission { title: "Alone", provenance, revision: "r1", digest, required: false, content }
+}
+
+/// An add outside a transaction commits in its one statement, counted on a
+/// shard, when the Workspace is as the call was admitted under; under a
+/// Workspace that changed since (archived, its trial or period, its
+/// cancellation) it writes nothing,
+/// and the add in a transaction answers.
+#[sqlx::test(migrations = "../migrations")]
+async fn an_add_alone_writes_only_under_the_workspace_it_was_admitted_under(pool: PgPool) {
+    let s = Tenant::new(pool).await;
+    svc_core::admin::plan_set(&s.app.pool, &s.ws, "pro", &[]).await.unwrap();
+    // A first add shares out room on the shards.
+    s.ok("knowledge-sources/add", add_input(&s.agent, "one", "The first source.")).await;
+    let (ws, agent, held, standing) = standing_of(&s).await;
+    let scope = Scope { workspace: ws, agent, entitlement: &held.entitlement };
+    let provenance = Provenance { uri: "notes".to_owned(), ..MANUAL };
+    let content = "Added in one statement.";
+    let digest = digest(content);
+    let mut conn = s.app.pool.acquire().await.unwrap();
+    let archived = Standing { status: StoredWorkspaceStatus::Archived, ..standing };
+    let trial = Standing { trial_end: Some(sqlx::types::time::OffsetDateTime::UNIX_EPOCH), ..standing };
+    let period = Standing { period_end: Some(sqlx::types::time::OffsetDateTime::UNIX_EPOCH), ..standing };
+    let cancelling = Standing { cancel_at_period_end: !standing.cancel_at_period_end, ..standing };
+    for changed in [archived, trial, period, cancelling] {
+        let ids = NewIds::fresh();
+        let added =
+            knowledge::add_alone(&mut *conn, scope, "alone", submission(&provenance, &digest, content), ids, &changed)
+                .await
+                .unwrap();
+        assert!(added.is_none(), "{changed:?}");
+    }
+    assert_eq!(s.app.count("SELECT count(*) FROM knowledge_sources WHERE key = 'alone'").await, 0);
+    let ids = NewIds::fresh();
+    let (row, _) =
+        knowledge::add_alone(&mut *conn, scope, "alone", submission(&provenance, &digest, content), ids, &standing)
+            .await
+            .unwrap()
+            .expect("added in its own statement");
+    assert_eq!(row.id, ids.source);
+    // Committed: another session sees it, counted on a shard.
+    assert_eq!(s.app.count("SELECT count(*) FROM knowledge_sources WHERE key = 'alone'").await, 1);
+    let (reported, counted) = usage_and_recount(&s).await;
+    assert_eq!(reported, counted);
+    assert_eq!(reported.0, 2);
+}
+
+/// An add outside a transaction that inserted its source and then found no
+/// shard to count it on (here every shard is held by another transaction)
+/// fails its statement, so nothing of it stays.
+#[sqlx::test(migrations = "../migrations")]
+async fn an_add_alone_that_finds_no_room_writes_nothing(pool: PgPool) {
+    let s = Tenant::new(pool).await;
+    svc_core::admin::plan_set(&s.app.pool, &s.ws, "pro", &[]).await.unwrap();
+    s.ok("knowledge-sources/add", add_input(&s.agent, "one", "The first source.")).await;
+    let (ws, agent, held, standing) = standing_of(&s).await;
+    let scope = Scope { workspace: ws, agent, entitlement: &held.entitlement };
+    let provenance = Provenance { uri: "notes".to_owned(), ..MANUAL };
+    let content = "Never counted.";
+    let digest = digest(content);
+    let mut shards = s.app.pool.begin().await.unwrap();
+    sqlx::query("SELECT 1 FROM workspace_usage_shards FOR UPDATE").execute(&mut *shards).await.unwrap();
+    let mut conn = s.app.pool.acquire().await.unwrap();
+    let added = knowledge::add_alone(
+        &mut *conn,
+        scope,
+        "alone",
+        submission(&provenance, &digest, content),
+        NewIds::fresh(),
+        &standing,
+    )
+    .await
+    .unwrap();
+    assert!(added.is_none());
+    shards.rollback().await.unwrap();
+    assert_eq!(s.app.count("SELECT count(*) FROM knowledge_sources WHERE key = 'alone'").await, 0);
+    assert_eq!(s.app.count("SELECT count(*) FROM knowledge_revisions WHERE title = 'Alone'").await, 0);
+    let (reported, counted) = usage_and_recount(&s).await;
+    assert_eq!(reported, counted);
+    assert_eq!(reported.0, 1);
+}
+
+/// An attempt whose outcome was lost with its connection may have written the
+/// source: the add in a transaction that follows, with the call's ids, finds
+/// it and answers it as added, counted once (not `key_exists`).
+#[sqlx::test(migrations = "../migrations")]
+async fn an_add_finds_what_an_attempt_of_the_same_call_wrote(pool: PgPool) {
+    let s = Tenant::new(pool).await;
+    svc_core::admin::plan_set(&s.app.pool, &s.ws, "pro", &[]).await.unwrap();
+    s.ok("knowledge-sources/add", add_input(&s.agent, "one", "The first source.")).await;
+    let (ws, agent, held, standing) = standing_of(&s).await;
+    let scope = Scope { workspace: ws, agent, entitlement: &held.entitlement };
+    let provenance = Provenance { uri: "notes".to_owned(), ..MANUAL };
+    let content = "Written once, answered twice.";
+    let digest = digest(content);
+    let ids = NewIds::fresh();
+    let mut conn = s.app.pool.acquire().await.unwrap();
+    let first =
+        knowledge::add_alone(&mut *conn, scope, "twice", submission(&provenance, &digest, content), ids, &standing)
+            .await
+            .unwrap()
+            .expect("written");
+    let mut tx = s.app.pool.begin().await.unwrap();
+    let (again, job) =
+        knowledge::add(&mut tx, scope, "twice", submission(&provenance, &digest, content), ids, |_| Ok(()))
+            .await
+            .unwrap();
+    tx.commit().await.unwrap();
+    assert_eq!((again.id, again.candidate_id), (first.0.id, Some(ids.revision)));
+    assert_eq!(job, first.1);
+    // Another call's ids find the key taken.
+    let mut tx = s.app.pool.begin().await.unwrap();
+    let other =
+        knowledge::add(&mut tx, scope, "twice", submission(&provenance, &digest, content), NewIds::fresh(), |_| Ok(()))
+            .await;
+    let Err(svc_core::error::Error::Problem(problem)) = other else { panic!("{other:?}") };
+    assert_eq!(problem.code, ProblemCode::InvalidRequest);
+    tx.rollback().await.unwrap();
+    assert_eq!(s.app.count("SELECT count(*) FROM knowledge_sources WHERE key = 'twice'").await, 1);
+    let (reported, counted) = usage_and_recount(&s).await;
+    assert_eq!(reported, counted);
+    assert_eq!(reported.0, 2);
+}
+
+/// An archive committing while an add waits for the Workspace in its own
+/// statement (outside a transaction, room on the shards ready) stops it.
+#[sqlx::test(migrations = "../migrations")]
+async fn an_archive_committing_while_an_add_alone_waits_stops_it(pool: PgPool) {
+    let s = Tenant::new(pool).await;
+    svc_core::admin::plan_set(&s.app.pool, &s.ws, "pro", &[]).await.unwrap();
+    s.ok("knowledge-sources/add", add_input(&s.agent, "one", "The first source.")).await;
+    let mut archive = s.app.pool.begin().await.unwrap();
+    sqlx::query("UPDATE workspaces SET status = 'archived'").execute(&mut *archive).await.unwrap();
+    let add = s.spawn_call("knowledge-sources/add", add_input(&s.agent, "two", "The second source."));
+    assert!(waits_on_a_lock(&s.app.pool, "%INSERT INTO knowledge_sources%").await, "the add never waited");
+    archive.commit().await.unwrap();
+    assert_problem(&add.await.unwrap(), 409, "workspace_archived");
+    assert_eq!(s.app.count("SELECT count(*) FROM knowledge_sources").await, 1);
 }

@@ -402,7 +402,8 @@ async fn apply_entry(
     match current {
         None => {
             // Admitted already, under the run's hold (`apply_next`).
-            let (source, job) = knowledge::add(tx, scope, &entry.key, submission, |_| Ok(())).await?;
+            let (source, job) =
+                knowledge::add(tx, scope, &entry.key, submission, knowledge::NewIds::fresh(), |_| Ok(())).await?;
             Ok((PlanAction::Add, Some(source.id), Some(job)))
         }
         Some(source) if unchanged(&source, &submission) => Ok((PlanAction::Noop, Some(source.id), None)),

@@ -35,7 +35,7 @@ use crate::entitlements::{Entitlement, LimitKey};
 use crate::error::Result;
 use crate::ids::{AgentId, RevisionId, SourceId, WorkspaceId};
 use crate::jobs::Job;
-use crate::store::knowledge::{Added, HeldSource, NewRevision, RevisionFacts, Room, SourceRow};
+use crate::store::knowledge::{Added, HeldSource, NewRevision, RevisionFacts, Room, SourceRow, Standing};
 use crate::store::types::{StoredProvenanceKind, StoredRevisionState};
 use crate::store::usage::Delta;
 use crate::store::workspaces::Held;
@@ -196,6 +196,37 @@ fn source_not_found() -> Problem {
     Problem::not_found("Knowledge Source")
 }
 
+/// The ids an add gives its source and first revision, chosen once per call:
+/// every attempt of the call writes these, so an attempt whose outcome was
+/// lost with its connection is recognised by the next ([`add`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NewIds {
+    pub source: SourceId,
+    pub revision: RevisionId,
+}
+
+impl NewIds {
+    pub fn fresh() -> Self {
+        Self { source: SourceId::new(), revision: RevisionId::new() }
+    }
+}
+
+/// The usage one add grows.
+fn add_delta(submission: &Submission<'_>) -> Delta {
+    Delta::of(LimitKey::KnowledgeSources, 1).and(Delta::of(LimitKey::KnowledgeBytes, submission.bytes()))
+}
+
+/// What the add's statement counts its usage under: the limits of the
+/// Entitlement the call was admitted with.
+fn room(entitlement: &Entitlement) -> Room<'_> {
+    Room {
+        plan: entitlement.plan.as_str(),
+        limit_overrides: serde_json::json!(entitlement.limit_overrides),
+        sources_limit: entitlement.limit_i64(LimitKey::KnowledgeSources),
+        bytes_limit: entitlement.limit_i64(LimitKey::KnowledgeBytes),
+    }
+}
+
 /// knowledge_source.add of a verified submission: a new source with a
 /// pending revision, within the `knowledge_sources` and `knowledge_bytes`
 /// limits; returns it as the resource shows it.
@@ -208,24 +239,31 @@ fn source_not_found() -> Problem {
 /// reported, and usage the statement could not count is reserved under the
 /// Entitlement held. The usage is counted last, so concurrent adds of a
 /// Workspace wait for each other only for the end of a transaction.
+///
+/// A live source with the key and the id of `ids` is this call's own,
+/// written by an attempt whose outcome was lost ([`add_alone`]): it is
+/// answered as added.
 pub async fn add(
     conn: &mut PgConnection,
     scope: Scope<'_>,
     key: &str,
     submission: Submission<'_>,
+    ids: NewIds,
     admit: impl FnOnce(&Held) -> Result<()>,
 ) -> Result<(SourceRow, Job)> {
     debug_assert!(submission.verify().is_ok(), "add of an unverified submission");
-    let wanted = Delta::of(LimitKey::KnowledgeSources, 1).and(Delta::of(LimitKey::KnowledgeBytes, submission.bytes()));
-    let (source, revision) = (SourceId::new(), RevisionId::new());
-    let first = submission.new_revision(revision, source, scope.workspace, scope.agent);
-    let room = Room {
-        plan: scope.entitlement.plan.as_str(),
-        limit_overrides: serde_json::json!(scope.entitlement.limit_overrides),
-        sources_limit: scope.entitlement.limit_i64(LimitKey::KnowledgeSources),
-        bytes_limit: scope.entitlement.limit_i64(LimitKey::KnowledgeBytes),
+    let wanted = add_delta(&submission);
+    let first = submission.new_revision(ids.revision, ids.source, scope.workspace, scope.agent);
+    let (held, added) = store::knowledge::add_source(conn, key, &first, &room(scope.entitlement), None).await?;
+    let existing = match added {
+        Added::KeyExists => store::knowledge::id_by_key(conn, scope.agent, key).await?,
+        _ => None,
     };
-    let (held, added) = store::knowledge::add_source(conn, key, &first, &room).await?;
+    if existing == Some(ids.source)
+        && let Some(row) = store::knowledge::get(conn, scope.workspace, scope.agent, ids.source).await?
+    {
+        return Ok((row, Job::ProcessRevision { revision: ids.revision }));
+    }
     admit(&held)?;
     let entitlement = &held.entitlement;
     let (row, room_taken) = match added {
@@ -234,7 +272,6 @@ pub async fn add(
         Added::KeyExists => {
             // Over a limit, the limit is the answer (the contract's order of checks).
             crate::entitlements::check(conn, scope.workspace, entitlement, &wanted).await?;
-            let existing = store::knowledge::id_by_key(conn, scope.agent, key).await?;
             let mut problem = Problem::invalid("key_exists", "A live source of this Agent already has this key.")
                 .with_detail("key", key);
             if let Some(existing) = existing {
@@ -246,7 +283,36 @@ pub async fn add(
     if !room_taken {
         crate::entitlements::reserve(conn, scope.workspace, entitlement, &wanted).await?;
     }
-    Ok((*row, Job::ProcessRevision { revision }))
+    Ok((*row, Job::ProcessRevision { revision: ids.revision }))
+}
+
+/// [`add`] as one statement that commits by itself, for a call outside any
+/// transaction (two round trips fewer: no `BEGIN`, no `COMMIT`), admitted
+/// under `standing` and `scope.entitlement` (the Workspace as the call path
+/// read it). It writes only in the common case: the Workspace's row, held by
+/// the statement, is still so, the Agent is live, the key is free and a usage
+/// shard has room; `None` when it wrote nothing, and [`add`] in a transaction
+/// gives the answer. A lost connection leaves its outcome unknown: `add` in
+/// a transaction with the same `ids` then finds the source if it was written.
+pub async fn add_alone(
+    conn: &mut PgConnection,
+    scope: Scope<'_>,
+    key: &str,
+    submission: Submission<'_>,
+    ids: NewIds,
+    standing: &Standing,
+) -> Result<Option<(SourceRow, Job)>> {
+    debug_assert!(submission.verify().is_ok(), "add of an unverified submission");
+    let first = submission.new_revision(ids.revision, ids.source, scope.workspace, scope.agent);
+    let room = room(scope.entitlement);
+    match store::knowledge::add_source(conn, key, &first, &room, Some(standing)).await {
+        Ok((_, Added::Added { row, room_taken: true })) => {
+            Ok(Some((*row, Job::ProcessRevision { revision: ids.revision })))
+        }
+        Ok(_) => Ok(None),
+        Err(sqlx::Error::Database(error)) if error.code().as_deref() == Some(store::knowledge::UNCOUNTED) => Ok(None),
+        Err(error) => Err(error.into()),
+    }
 }
 
 /// What a replace did.

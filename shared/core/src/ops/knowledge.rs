@@ -1,6 +1,7 @@
 //! knowledge_source.list, .inspect, .add, .wait, .replace, .delete
 //! (reconcile has its own module).
 
+use serde::{Deserialize, Deserializer};
 use sqlx::PgConnection;
 use svc_contract::Problem;
 use svc_contract::operations::knowledge_source::{
@@ -13,7 +14,8 @@ use super::{Ctx, Done, Handler, Lock, Page, hold};
 use crate::error::Result;
 use crate::ids::{AgentId, SourceId};
 use crate::knowledge::waits::Stale;
-use crate::knowledge::{self, Replaced, Scope, Submission};
+use crate::knowledge::{self, NewIds, Replaced, Scope, Submission};
+use crate::store::knowledge::Standing;
 use crate::{cursor, store};
 
 fn agent_not_found() -> Problem {
@@ -85,22 +87,72 @@ impl Handler for Inspect {
 
 pub(crate) struct Add;
 
+/// knowledge_source.add's input, with the ids the call gives the source and
+/// its first revision, chosen as it is parsed: every attempt of the call
+/// writes the same ([`knowledge::NewIds`]).
+pub(crate) struct Adding {
+    input: AddInput,
+    ids: NewIds,
+}
+
+impl<'de> Deserialize<'de> for Adding {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> std::result::Result<Self, D::Error> {
+        Ok(Self { input: AddInput::deserialize(deserializer)?, ids: NewIds::fresh() })
+    }
+}
+
+fn submission(input: &AddInput) -> Submission<'_> {
+    Submission {
+        title: &input.title,
+        provenance: &input.provenance,
+        revision: &input.revision,
+        digest: &input.digest,
+        required: input.required,
+        content: &input.content,
+    }
+}
+
 impl Handler for Add {
-    type Input = AddInput;
+    type Input = Adding;
     type Output = KnowledgeSourceOutput;
 
     const LOCK: Lock = Lock::Sharded;
     const HOLDS_WORKSPACE: bool = true;
 
-    async fn handle(ctx: &Ctx<'_>, conn: &mut PgConnection, input: AddInput) -> Result<Done<Self::Output>> {
-        let submission = Submission {
-            title: &input.title,
-            provenance: &input.provenance,
-            revision: &input.revision,
-            digest: &input.digest,
-            required: input.required,
-            content: &input.content,
+    /// Under the Workspace as the call path read it, when that admits the
+    /// call and the input is valid ([`knowledge::add_alone`]).
+    async fn handle_alone(
+        ctx: &Ctx<'_>,
+        conn: &mut PgConnection,
+        adding: &Adding,
+    ) -> Result<Option<Done<Self::Output>>> {
+        let (input, ws) = (&adding.input, ctx.workspace()?);
+        let submission = submission(input);
+        let (Some(agent), Ok(())) = (AgentId::parse(&input.agent_id), submission.verify()) else {
+            return Ok(None);
         };
+        let status = ws.status.into();
+        if ctx.admit_as(status, &ws.entitlement).is_err() {
+            return Ok(None);
+        }
+        let entitlement = &ws.entitlement;
+        let standing = Standing {
+            status,
+            trial_end: entitlement.trial_end,
+            period_end: entitlement.period_end,
+            cancel_at_period_end: entitlement.cancel_at_period_end,
+        };
+        let scope = scope(ctx, agent)?;
+        let added = knowledge::add_alone(conn, scope, &input.key, submission, adding.ids, &standing).await?;
+        Ok(added.map(|(source, job)| Done {
+            jobs: vec![job],
+            ..KnowledgeSourceOutput { knowledge_source: source.into() }.into()
+        }))
+    }
+
+    async fn handle(ctx: &Ctx<'_>, conn: &mut PgConnection, adding: Adding) -> Result<Done<Self::Output>> {
+        let (input, ids) = (&adding.input, adding.ids);
+        let submission = submission(input);
         // An input the add's statement cannot be sent with (an Agent id that
         // cannot be one, a wrong digest) is refused after the Workspace's own
         // checks, as every write's problems are.
@@ -112,7 +164,7 @@ impl Handler for Add {
             }
         };
         let admit = |held: &_| ctx.admit(held);
-        let (source, job) = knowledge::add(conn, scope(ctx, agent)?, &input.key, submission, admit).await?;
+        let (source, job) = knowledge::add(conn, scope(ctx, agent)?, &input.key, submission, ids, admit).await?;
         Ok(Done { jobs: vec![job], ..KnowledgeSourceOutput { knowledge_source: source.into() }.into() })
     }
 }

@@ -15,7 +15,9 @@
 //!   in its own first statement: knowledge_source.add); a handler that
 //!   consumes a limit waits its turn at the Workspace's gate (a few per
 //!   Workspace at once) before it takes a connection; jobs the handler returns
-//!   are enqueued after the commit.
+//!   are enqueued after the commit. A handler with a one-statement form
+//!   (knowledge_source.add) tries it first, outside a transaction, when the
+//!   call has no idempotency key ([`Handler::handle_alone`]).
 
 mod agent;
 mod api_key;
@@ -78,8 +80,13 @@ impl Ctx<'_> {
     /// `workspace_archived` or `entitlement_required` when the Workspace, as
     /// the mutation holds it, no longer admits the call.
     pub fn admit(&self, held: &Held) -> Result<()> {
-        let archived = held.status == StoredWorkspaceStatus::Archived;
-        Ok(entitlements::admit(self.op, archived, &held.entitlement, self.now)?)
+        self.admit_as(held.status, &held.entitlement)
+    }
+
+    /// As [`Ctx::admit`], for the Workspace in `status` under `entitlement`.
+    pub fn admit_as(&self, status: StoredWorkspaceStatus, entitlement: &Entitlement) -> Result<()> {
+        let archived = status == StoredWorkspaceStatus::Archived;
+        Ok(entitlements::admit(self.op, archived, entitlement, self.now)?)
     }
 }
 
@@ -170,6 +177,20 @@ pub(crate) trait Handler {
         conn: &mut PgConnection,
         input: Self::Input,
     ) -> impl Future<Output = Result<Done<Self::Output>>> + Send;
+
+    /// A mutation that can, in its common case, be one statement that
+    /// commits by itself (no `BEGIN`, no `COMMIT`: two round trips fewer)
+    /// tries that first when the call has no idempotency key: `Some` when it
+    /// wrote, `None` when it wrote nothing and [`Handler::handle`] runs in the
+    /// transaction. A lost connection leaves its outcome unknown: `handle`
+    /// then runs on a fresh one, and must recognise what the attempt wrote.
+    fn handle_alone(
+        _ctx: &Ctx<'_>,
+        _conn: &mut PgConnection,
+        _input: &Self::Input,
+    ) -> impl Future<Output = Result<Option<Done<Self::Output>>>> + Send {
+        std::future::ready(Ok(None))
+    }
 
     /// The form of a result kept for idempotent replays (secrets removed).
     fn for_replay(data: Value) -> Value {
@@ -347,6 +368,21 @@ async fn write<H: Handler>(
         }
         _ => None,
     };
+    if key.is_none() {
+        match H::handle_alone(ctx, session.conn().await?, &input).await {
+            Ok(Some(done)) => {
+                let reply = done.output.respond()?;
+                return Ok(committed(ctx, session, reply, done.jobs, done.stale).await);
+            }
+            Ok(None) => {}
+            // Its outcome unknown: the transaction finds what it wrote.
+            Err(lost) => {
+                if !session.lost_and_reconnected(&lost).await {
+                    return Err(lost);
+                }
+            }
+        }
+    }
     // A connection found dead at BEGIN did nothing yet: replaced once. Past
     // BEGIN, a lost connection leaves the outcome unknown: the client retries
     // with its idempotency key.
@@ -389,13 +425,7 @@ async fn write<H: Handler>(
     match result {
         Ok(Written::Fresh(reply, jobs, stale)) => {
             tx.commit().await?;
-            ctx.service.waits.forget(stale);
-            if !jobs.is_empty() {
-                // Redis may be slow or down: no pooled connection waits on it.
-                session.release();
-                ctx.service.enqueue(&jobs).await;
-            }
-            Ok(reply)
+            Ok(committed(ctx, session, reply, jobs, stale).await)
         }
         Ok(Written::Replayed(data)) => {
             if !rolled_back(tx).await {
@@ -410,6 +440,18 @@ async fn write<H: Handler>(
             Err(error)
         }
     }
+}
+
+/// What follows a write's commit: the kept `wait` answers it made stale are
+/// forgotten and its jobs enqueued.
+async fn committed(ctx: &Ctx<'_>, session: &mut Session<'_>, reply: Reply, jobs: Vec<Job>, stale: Stale) -> Reply {
+    ctx.service.waits.forget(stale);
+    if !jobs.is_empty() {
+        // Redis may be slow or down: no pooled connection waits on it.
+        session.release();
+        ctx.service.enqueue(&jobs).await;
+    }
+    reply
 }
 
 /// Rolls a transaction back now; `false` when that failed, which leaves the

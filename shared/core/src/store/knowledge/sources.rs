@@ -271,6 +271,24 @@ pub struct Room<'a> {
     pub bytes_limit: i64,
 }
 
+/// The Workspace as an add that commits by itself (its statement outside a
+/// transaction) was admitted under, beside the plan and overrides of its
+/// [`Room`]: that statement writes only if the Workspace's row, which it holds,
+/// still is so, and only with room on a shard to count the source on (see
+/// [`add_source`]).
+#[derive(Clone, Copy, Debug)]
+pub struct Standing {
+    pub status: StoredWorkspaceStatus,
+    pub trial_end: Option<OffsetDateTime>,
+    pub period_end: Option<OffsetDateTime>,
+    pub cancel_at_period_end: bool,
+}
+
+/// The SQLSTATE of an add's statement run `alone` that inserted its source
+/// and found no room to count it on: it failed, so it wrote nothing
+/// (migration 0027).
+pub const UNCOUNTED: &str = "SVC01";
+
 /// Inserts the source of `first` and its first revision, showing it as latest
 /// and candidate, in one statement that also holds, until the transaction
 /// ends, the Workspace's row `FOR SHARE` (what it returns, for the caller to
@@ -279,12 +297,21 @@ pub struct Room<'a> {
 /// deleted); and that counts the source's usage on a shard when `room` allows.
 /// The rows are taken in the order every write takes them: Workspace, Agent,
 /// source, revision, shard.
+///
+/// `alone` is for a statement that is its own transaction (it commits by
+/// itself): it then writes only if the Workspace is as `alone` and `room`
+/// say and a shard has room for the source, and if it inserted the source but
+/// took no room after all (a concurrent add took the last of it, or held the
+/// shards), it fails with [`UNCOUNTED`] and so writes nothing. An outcome
+/// other than a counted `Added` wrote nothing either: the caller runs the add
+/// in a transaction.
 #[tracing::instrument(level = "debug", skip(conn, first, room), fields(id = %first.source_id))]
 pub async fn add_source(
     conn: &mut PgConnection,
     key: &str,
     first: &NewRevision<'_>,
     room: &Room<'_>,
+    alone: Option<&Standing>,
 ) -> sqlx::Result<(Held, Added)> {
     // `now()` is the transaction's start: the source's and the revision's.
     let row = sqlx::query!(
@@ -306,6 +333,14 @@ pub async fn add_source(
                    $9::provenance_kind, $10::text, $11::boolean, now(), $6::text, $7::text, 'pending', now(),
                    $12::integer
             FROM agent
+            WHERE $19::workspace_status IS NULL
+               OR (EXISTS (SELECT 1 FROM workspace
+                           WHERE status = $19 AND trial_end IS NOT DISTINCT FROM $20
+                             AND period_end IS NOT DISTINCT FROM $21 AND cancel_at_period_end = $22
+                             AND plan = $16 AND limit_overrides::text = $17::jsonb::text)
+                   AND EXISTS (SELECT 1 FROM workspace_usage_shards
+                               WHERE workspace_id = $2 AND sources_room >= 1 AND bytes_room >= $12
+                                 AND room_limits = ARRAY[$14::bigint, $15::bigint]))
             ON CONFLICT (agent_id, key) WHERE deleted_at IS NULL DO NOTHING
             RETURNING id
         ), revision AS (
@@ -335,7 +370,10 @@ pub async fn add_source(
                w.period_end AS "period_end?", w.cancel_at_period_end AS "cancel_at_period_end!",
                w.limit_overrides AS "limit_overrides!",
                EXISTS (SELECT 1 FROM agent) AS "agent!", EXISTS (SELECT 1 FROM revision) AS "added!",
-               EXISTS (SELECT 1 FROM room) AS "room_taken!", now() AS "imported_at!"
+               CASE WHEN EXISTS (SELECT 1 FROM room) THEN true
+                    WHEN $19 IS NOT NULL AND EXISTS (SELECT 1 FROM revision) THEN knowledge_add_uncounted()
+                    ELSE false END AS "room_taken!",
+               now() AS "imported_at!"
         FROM workspace w
         "#,
         first.source_id as SourceId,
@@ -356,6 +394,10 @@ pub async fn add_source(
         room.plan,
         room.limit_overrides,
         SHARDS,
+        alone.map(|a| a.status) as Option<StoredWorkspaceStatus>,
+        alone.and_then(|a| a.trial_end),
+        alone.and_then(|a| a.period_end),
+        alone.map(|a| a.cancel_at_period_end),
     )
     .fetch_one(conn)
     .await?;
