@@ -469,7 +469,7 @@ async fn a_replace_waiting_for_room_holds_up_no_other_write(pool: PgPool) {
 /// under, with its Entitlement, read now.
 async fn standing_of(s: &Tenant) -> (WorkspaceId, AgentId, store::workspaces::Held, Standing) {
     let (ws, agent) = (WorkspaceId::parse(&s.ws).unwrap(), AgentId::parse(&s.agent).unwrap());
-    let held = store::workspaces::hold(&mut *s.app.pool.acquire().await.unwrap(), ws).await.unwrap();
+    let held = store::workspaces::hold(&mut s.app.pool.acquire().await.unwrap(), ws).await.unwrap();
     let e = &held.entitlement;
     let standing = Standing {
         status: held.status,
@@ -510,7 +510,7 @@ async fn an_add_alone_writes_only_under_the_workspace_it_was_admitted_under(pool
     for changed in [archived, trial, period, cancelling] {
         let ids = NewIds::fresh();
         let added =
-            knowledge::add_alone(&mut *conn, scope, "alone", submission(&provenance, &digest, content), ids, &changed)
+            knowledge::add_alone(&mut conn, scope, "alone", submission(&provenance, &digest, content), ids, &changed)
                 .await
                 .unwrap();
         assert!(added.is_none(), "{changed:?}");
@@ -518,7 +518,7 @@ async fn an_add_alone_writes_only_under_the_workspace_it_was_admitted_under(pool
     assert_eq!(s.app.count("SELECT count(*) FROM knowledge_sources WHERE key = 'alone'").await, 0);
     let ids = NewIds::fresh();
     let (row, _) =
-        knowledge::add_alone(&mut *conn, scope, "alone", submission(&provenance, &digest, content), ids, &standing)
+        knowledge::add_alone(&mut conn, scope, "alone", submission(&provenance, &digest, content), ids, &standing)
             .await
             .unwrap()
             .expect("added in its own statement");
@@ -546,8 +546,32 @@ async fn an_add_alone_that_finds_no_room_writes_nothing(pool: PgPool) {
     let mut shards = s.app.pool.begin().await.unwrap();
     sqlx::query("SELECT 1 FROM workspace_usage_shards FOR UPDATE").execute(&mut *shards).await.unwrap();
     let mut conn = s.app.pool.acquire().await.unwrap();
+    // The statement itself fails, having inserted the source.
+    let first = NewRevision {
+        id: RevisionId::new(),
+        source_id: SourceId::new(),
+        workspace_id: ws,
+        agent_id: agent,
+        revision: "r1",
+        digest: &digest,
+        title: "Alone",
+        provenance_kind: StoredProvenanceKind::Manual,
+        provenance_uri: "notes",
+        required: false,
+        content,
+    };
+    let e = &held.entitlement;
+    let room = Room {
+        plan: e.plan.as_str(),
+        limit_overrides: json!(e.limit_overrides),
+        sources_limit: e.limit_i64(LimitKey::KnowledgeSources),
+        bytes_limit: e.limit_i64(LimitKey::KnowledgeBytes),
+    };
+    let failed = store::knowledge::add_source(&mut conn, "alone", &first, &room, Some(&standing)).await;
+    let Err(sqlx::Error::Database(error)) = failed else { panic!("the statement did not fail") };
+    assert_eq!(error.code().as_deref(), Some(store::knowledge::UNCOUNTED));
     let added = knowledge::add_alone(
-        &mut *conn,
+        &mut conn,
         scope,
         "alone",
         submission(&provenance, &digest, content),
@@ -581,7 +605,7 @@ async fn an_add_finds_what_an_attempt_of_the_same_call_wrote(pool: PgPool) {
     let ids = NewIds::fresh();
     let mut conn = s.app.pool.acquire().await.unwrap();
     let first =
-        knowledge::add_alone(&mut *conn, scope, "twice", submission(&provenance, &digest, content), ids, &standing)
+        knowledge::add_alone(&mut conn, scope, "twice", submission(&provenance, &digest, content), ids, &standing)
             .await
             .unwrap()
             .expect("written");
@@ -621,4 +645,73 @@ async fn an_archive_committing_while_an_add_alone_waits_stops_it(pool: PgPool) {
     archive.commit().await.unwrap();
     assert_problem(&add.await.unwrap(), 409, "workspace_archived");
     assert_eq!(s.app.count("SELECT count(*) FROM knowledge_sources").await, 1);
+}
+
+/// An earlier attempt of the call still running (its connection lost to the
+/// client, not to the server) and the transaction that follows insert the
+/// same ids: the second waits for the first and then finds the source its own.
+/// (Here the attempt inserted first, so they meet on the key; two that pass
+/// PostgreSQL's check at once meet on the id, which the next test covers.)
+#[sqlx::test(migrations = "../migrations")]
+async fn an_add_meeting_an_attempt_still_running_finds_it_once_committed(pool: PgPool) {
+    let s = Tenant::new(pool).await;
+    svc_core::admin::plan_set(&s.app.pool, &s.ws, "pro", &[]).await.unwrap();
+    s.ok("knowledge-sources/add", add_input(&s.agent, "one", "The first source.")).await;
+    let (ws, agent, held, _) = standing_of(&s).await;
+    let content = "Raced by its own attempt.";
+    let ids = NewIds::fresh();
+    let add = |pool: PgPool, entitlement: svc_core::entitlements::Entitlement| async move {
+        let scope = Scope { workspace: ws, agent, entitlement: &entitlement };
+        let provenance = Provenance { uri: "notes".to_owned(), ..MANUAL };
+        let digest = digest(content);
+        let mut tx = pool.begin().await.unwrap();
+        let added = knowledge::add(&mut tx, scope, "race", submission(&provenance, &digest, content), ids, |_| Ok(()))
+            .await
+            .map(|(row, _)| row.id);
+        (tx, added)
+    };
+    let (attempt, first) = add(s.app.pool.clone(), held.entitlement.clone()).await;
+    assert_eq!(first.unwrap(), ids.source);
+    let retry = tokio::spawn(add(s.app.pool.clone(), held.entitlement.clone()));
+    assert!(waits_on_a_lock(&s.app.pool, "%INSERT INTO knowledge_sources%").await, "the retry never waited");
+    attempt.commit().await.unwrap();
+    let (retry_tx, again) = retry.await.unwrap();
+    assert_eq!(again.unwrap(), ids.source, "the attempt's source, answered as added");
+    retry_tx.commit().await.unwrap();
+    assert_eq!(s.app.count("SELECT count(*) FROM knowledge_sources WHERE key = 'race'").await, 1);
+    let (reported, counted) = usage_and_recount(&s).await;
+    assert_eq!(reported, counted);
+    assert_eq!(reported.0, 2);
+}
+
+/// The insert does nothing on a conflict with any unique index, the id's too:
+/// a retry whose attempt committed and whose source was deleted since (the
+/// key free again, the id not) is refused for the key, not a unique
+/// violation (a 500).
+#[sqlx::test(migrations = "../migrations")]
+async fn a_retry_finding_its_id_taken_is_refused_not_a_unique_violation(pool: PgPool) {
+    let s = Tenant::new(pool).await;
+    svc_core::admin::plan_set(&s.app.pool, &s.ws, "pro", &[]).await.unwrap();
+    s.ok("knowledge-sources/add", add_input(&s.agent, "one", "The first source.")).await;
+    let (ws, agent, held, standing) = standing_of(&s).await;
+    let scope = Scope { workspace: ws, agent, entitlement: &held.entitlement };
+    let provenance = Provenance { uri: "notes".to_owned(), ..MANUAL };
+    let content = "Added, then deleted.";
+    let digest = digest(content);
+    let ids = NewIds::fresh();
+    let mut conn = s.app.pool.acquire().await.unwrap();
+    knowledge::add_alone(&mut conn, scope, "gone", submission(&provenance, &digest, content), ids, &standing)
+        .await
+        .unwrap()
+        .expect("written");
+    let source = ids.source.to_string();
+    let deleted =
+        json!({ "agentId": s.agent, "sourceId": source, "tombstone": true, "prune": true, "confirm": source });
+    s.ok("knowledge-sources/delete", deleted).await;
+    let mut tx = s.app.pool.begin().await.unwrap();
+    let retry =
+        knowledge::add(&mut tx, scope, "gone", submission(&provenance, &digest, content), ids, |_| Ok(())).await;
+    let Err(svc_core::error::Error::Problem(problem)) = retry else { panic!("{retry:?}") };
+    assert_eq!(problem.code, ProblemCode::InvalidRequest);
+    tx.rollback().await.unwrap();
 }

@@ -1,7 +1,8 @@
 //! Knowledge Sources: what the API writes and the workers process (contract §9).
 //!
-//! The API stores a revision `pending` in the caller's transaction and hands a
-//! job to the workers after the commit. A worker takes the revision for an
+//! The API stores a revision `pending` in the caller's transaction (or, for an
+//! add, often in one statement that commits by itself) and hands a job to the
+//! workers after the commit. A worker takes the revision for an
 //! attempt (counted here, with a lease it keeps renewing), verifies and splits
 //! the content, and in one transaction writes the passages and promotes the
 //! revision with a compare-and-set on the source's candidate: a newer candidate
@@ -308,6 +309,10 @@ pub async fn add_alone(
     match store::knowledge::add_source(conn, key, &first, &room, Some(standing)).await {
         Ok((_, Added::Added { row, room_taken: true })) => {
             Ok(Some((*row, Job::ProcessRevision { revision: ids.revision })))
+        }
+        // Committed, so never: the statement fails instead (`UNCOUNTED`).
+        Ok((_, Added::Added { room_taken: false, .. })) => {
+            Err(crate::error::Error::internal("an add outside a transaction was written without its usage"))
         }
         Ok(_) => Ok(None),
         Err(sqlx::Error::Database(error)) if error.code().as_deref() == Some(store::knowledge::UNCOUNTED) => Ok(None),

@@ -139,7 +139,7 @@ impl Lock {
     }
 }
 
-/// A handler's result: its output, and what follows once its transaction has
+/// A handler's result: its output, and what follows once what it wrote has
 /// committed: the jobs to enqueue, and the kept `wait` answers to forget.
 pub(crate) struct Done<T> {
     pub output: T,
@@ -345,9 +345,11 @@ enum Written {
 }
 
 /// Runs a mutation in one transaction with its idempotency record (see the
-/// module documentation). The transaction is committed or rolled back before
-/// this returns, on every path: a lock it took (the idempotency key's among
-/// them) is never left to a background rollback.
+/// module documentation), or, without a key, as the handler's one statement
+/// when it has one and can ([`Handler::handle_alone`]). The transaction is
+/// committed or rolled back before this returns, on every path: a lock it
+/// took (the idempotency key's among them) is never left to a background
+/// rollback.
 async fn write<H: Handler>(
     ctx: &Ctx<'_>,
     session: &mut Session<'_>,
@@ -368,25 +370,26 @@ async fn write<H: Handler>(
         }
         _ => None,
     };
+    // A connection found dead at BEGIN did nothing yet: replaced once. Past
+    // BEGIN, a lost connection leaves the outcome unknown: the client retries
+    // with its idempotency key.
+    let mut retried = false;
     if key.is_none() {
         match H::handle_alone(ctx, session.conn().await?, &input).await {
             Ok(Some(done)) => {
-                let reply = done.output.respond()?;
-                return Ok(committed(ctx, session, reply, done.jobs, done.stale).await);
+                committed(ctx, session, done.jobs, done.stale).await;
+                return done.output.respond();
             }
             Ok(None) => {}
             // Its outcome unknown: the transaction finds what it wrote.
             Err(lost) => {
+                retried = true;
                 if !session.lost_and_reconnected(&lost).await {
                     return Err(lost);
                 }
             }
         }
     }
-    // A connection found dead at BEGIN did nothing yet: replaced once. Past
-    // BEGIN, a lost connection leaves the outcome unknown: the client retries
-    // with its idempotency key.
-    let mut retried = false;
     let mut tx = loop {
         let lost = match session.conn().await?.begin().await {
             Ok(tx) => break tx,
@@ -425,7 +428,8 @@ async fn write<H: Handler>(
     match result {
         Ok(Written::Fresh(reply, jobs, stale)) => {
             tx.commit().await?;
-            Ok(committed(ctx, session, reply, jobs, stale).await)
+            committed(ctx, session, jobs, stale).await;
+            Ok(reply)
         }
         Ok(Written::Replayed(data)) => {
             if !rolled_back(tx).await {
@@ -444,14 +448,13 @@ async fn write<H: Handler>(
 
 /// What follows a write's commit: the kept `wait` answers it made stale are
 /// forgotten and its jobs enqueued.
-async fn committed(ctx: &Ctx<'_>, session: &mut Session<'_>, reply: Reply, jobs: Vec<Job>, stale: Stale) -> Reply {
+async fn committed(ctx: &Ctx<'_>, session: &mut Session<'_>, jobs: Vec<Job>, stale: Stale) {
     ctx.service.waits.forget(stale);
     if !jobs.is_empty() {
         // Redis may be slow or down: no pooled connection waits on it.
         session.release();
         ctx.service.enqueue(&jobs).await;
     }
-    reply
 }
 
 /// Rolls a transaction back now; `false` when that failed, which leaves the

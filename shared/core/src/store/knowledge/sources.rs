@@ -252,7 +252,8 @@ pub enum Added {
     Added { row: Box<SourceRow>, room_taken: bool },
     /// The Agent is not live in the Workspace: nothing was written.
     NoAgent,
-    /// A live source of the Agent has the key: nothing was written.
+    /// A live source of the Agent has the key (or one has the id: an earlier
+    /// attempt of the same call): nothing was written.
     KeyExists,
 }
 
@@ -341,7 +342,9 @@ pub async fn add_source(
                    AND EXISTS (SELECT 1 FROM workspace_usage_shards
                                WHERE workspace_id = $2 AND sources_room >= 1 AND bytes_room >= $12
                                  AND room_limits = ARRAY[$14::bigint, $15::bigint]))
-            ON CONFLICT (agent_id, key) WHERE deleted_at IS NULL DO NOTHING
+            -- On any unique index: the live key's, or the id's when an earlier
+            -- attempt of the call (its outcome lost) inserts it meanwhile.
+            ON CONFLICT DO NOTHING
             RETURNING id
         ), revision AS (
             INSERT INTO knowledge_revisions (id, source_id, workspace_id, agent_id, revision, digest, title,
