@@ -465,9 +465,13 @@ async fn a_replace_waiting_for_room_holds_up_no_other_write(pool: PgPool) {
     assert_eq!(reported, counted);
 }
 
-/// The Workspace of a Tenant as an add outside a transaction is admitted
-/// under, with its Entitlement, read now.
-async fn standing_of(s: &Tenant) -> (WorkspaceId, AgentId, store::workspaces::Held, Standing) {
+/// A Tenant on the pro plan whose first add shared out room on the usage
+/// shards, with its Workspace as an add outside a transaction is admitted
+/// under (its Entitlement held, read now).
+async fn ready_for_adds_alone(pool: PgPool) -> (Tenant, WorkspaceId, AgentId, store::workspaces::Held, Standing) {
+    let s = Tenant::new(pool).await;
+    svc_core::admin::plan_set(&s.app.pool, &s.ws, "pro", &[]).await.unwrap();
+    s.ok("knowledge-sources/add", add_input(&s.agent, "one", "The first source.")).await;
     let (ws, agent) = (WorkspaceId::parse(&s.ws).unwrap(), AgentId::parse(&s.agent).unwrap());
     let held = store::workspaces::hold(&mut s.app.pool.acquire().await.unwrap(), ws).await.unwrap();
     let e = &held.entitlement;
@@ -477,10 +481,12 @@ async fn standing_of(s: &Tenant) -> (WorkspaceId, AgentId, store::workspaces::He
         period_end: e.period_end,
         cancel_at_period_end: e.cancel_at_period_end,
     };
-    (ws, agent, held, standing)
+    (s, ws, agent, held, standing)
 }
 
-const MANUAL: Provenance = Provenance { kind: ProvenanceKind::Manual, uri: String::new() };
+fn notes() -> Provenance {
+    Provenance { kind: ProvenanceKind::Manual, uri: "notes".to_owned() }
+}
 
 fn submission<'a>(provenance: &'a Provenance, digest: &'a str, content: &'a str) -> Submission<'a> {
     Submission { title: "Alone", provenance, revision: "r1", digest, required: false, content }
@@ -493,13 +499,9 @@ fn submission<'a>(provenance: &'a Provenance, digest: &'a str, content: &'a str)
 /// and the add in a transaction answers.
 #[sqlx::test(migrations = "../migrations")]
 async fn an_add_alone_writes_only_under_the_workspace_it_was_admitted_under(pool: PgPool) {
-    let s = Tenant::new(pool).await;
-    svc_core::admin::plan_set(&s.app.pool, &s.ws, "pro", &[]).await.unwrap();
-    // A first add shares out room on the shards.
-    s.ok("knowledge-sources/add", add_input(&s.agent, "one", "The first source.")).await;
-    let (ws, agent, held, standing) = standing_of(&s).await;
+    let (s, ws, agent, held, standing) = ready_for_adds_alone(pool).await;
     let scope = Scope { workspace: ws, agent, entitlement: &held.entitlement };
-    let provenance = Provenance { uri: "notes".to_owned(), ..MANUAL };
+    let provenance = notes();
     let content = "Added in one statement.";
     let digest = digest(content);
     let mut conn = s.app.pool.acquire().await.unwrap();
@@ -535,12 +537,9 @@ async fn an_add_alone_writes_only_under_the_workspace_it_was_admitted_under(pool
 /// fails its statement, so nothing of it stays.
 #[sqlx::test(migrations = "../migrations")]
 async fn an_add_alone_that_finds_no_room_writes_nothing(pool: PgPool) {
-    let s = Tenant::new(pool).await;
-    svc_core::admin::plan_set(&s.app.pool, &s.ws, "pro", &[]).await.unwrap();
-    s.ok("knowledge-sources/add", add_input(&s.agent, "one", "The first source.")).await;
-    let (ws, agent, held, standing) = standing_of(&s).await;
+    let (s, ws, agent, held, standing) = ready_for_adds_alone(pool).await;
     let scope = Scope { workspace: ws, agent, entitlement: &held.entitlement };
-    let provenance = Provenance { uri: "notes".to_owned(), ..MANUAL };
+    let provenance = notes();
     let content = "Never counted.";
     let digest = digest(content);
     let mut shards = s.app.pool.begin().await.unwrap();
@@ -594,12 +593,9 @@ async fn an_add_alone_that_finds_no_room_writes_nothing(pool: PgPool) {
 /// it and answers it as added, counted once (not `key_exists`).
 #[sqlx::test(migrations = "../migrations")]
 async fn an_add_finds_what_an_attempt_of_the_same_call_wrote(pool: PgPool) {
-    let s = Tenant::new(pool).await;
-    svc_core::admin::plan_set(&s.app.pool, &s.ws, "pro", &[]).await.unwrap();
-    s.ok("knowledge-sources/add", add_input(&s.agent, "one", "The first source.")).await;
-    let (ws, agent, held, standing) = standing_of(&s).await;
+    let (s, ws, agent, held, standing) = ready_for_adds_alone(pool).await;
     let scope = Scope { workspace: ws, agent, entitlement: &held.entitlement };
-    let provenance = Provenance { uri: "notes".to_owned(), ..MANUAL };
+    let provenance = notes();
     let content = "Written once, answered twice.";
     let digest = digest(content);
     let ids = NewIds::fresh();
@@ -635,9 +631,7 @@ async fn an_add_finds_what_an_attempt_of_the_same_call_wrote(pool: PgPool) {
 /// statement (outside a transaction, room on the shards ready) stops it.
 #[sqlx::test(migrations = "../migrations")]
 async fn an_archive_committing_while_an_add_alone_waits_stops_it(pool: PgPool) {
-    let s = Tenant::new(pool).await;
-    svc_core::admin::plan_set(&s.app.pool, &s.ws, "pro", &[]).await.unwrap();
-    s.ok("knowledge-sources/add", add_input(&s.agent, "one", "The first source.")).await;
+    let (s, ..) = ready_for_adds_alone(pool).await;
     let mut archive = s.app.pool.begin().await.unwrap();
     sqlx::query("UPDATE workspaces SET status = 'archived'").execute(&mut *archive).await.unwrap();
     let add = s.spawn_call("knowledge-sources/add", add_input(&s.agent, "two", "The second source."));
@@ -654,15 +648,12 @@ async fn an_archive_committing_while_an_add_alone_waits_stops_it(pool: PgPool) {
 /// PostgreSQL's check at once meet on the id, which the next test covers.)
 #[sqlx::test(migrations = "../migrations")]
 async fn an_add_meeting_an_attempt_still_running_finds_it_once_committed(pool: PgPool) {
-    let s = Tenant::new(pool).await;
-    svc_core::admin::plan_set(&s.app.pool, &s.ws, "pro", &[]).await.unwrap();
-    s.ok("knowledge-sources/add", add_input(&s.agent, "one", "The first source.")).await;
-    let (ws, agent, held, _) = standing_of(&s).await;
+    let (s, ws, agent, held, _) = ready_for_adds_alone(pool).await;
     let content = "Raced by its own attempt.";
     let ids = NewIds::fresh();
     let add = |pool: PgPool, entitlement: svc_core::entitlements::Entitlement| async move {
         let scope = Scope { workspace: ws, agent, entitlement: &entitlement };
-        let provenance = Provenance { uri: "notes".to_owned(), ..MANUAL };
+        let provenance = notes();
         let digest = digest(content);
         let mut tx = pool.begin().await.unwrap();
         let added = knowledge::add(&mut tx, scope, "race", submission(&provenance, &digest, content), ids, |_| Ok(()))
@@ -690,12 +681,9 @@ async fn an_add_meeting_an_attempt_still_running_finds_it_once_committed(pool: P
 /// violation (a 500).
 #[sqlx::test(migrations = "../migrations")]
 async fn a_retry_finding_its_id_taken_is_refused_not_a_unique_violation(pool: PgPool) {
-    let s = Tenant::new(pool).await;
-    svc_core::admin::plan_set(&s.app.pool, &s.ws, "pro", &[]).await.unwrap();
-    s.ok("knowledge-sources/add", add_input(&s.agent, "one", "The first source.")).await;
-    let (ws, agent, held, standing) = standing_of(&s).await;
+    let (s, ws, agent, held, standing) = ready_for_adds_alone(pool).await;
     let scope = Scope { workspace: ws, agent, entitlement: &held.entitlement };
-    let provenance = Provenance { uri: "notes".to_owned(), ..MANUAL };
+    let provenance = notes();
     let content = "Added, then deleted.";
     let digest = digest(content);
     let ids = NewIds::fresh();
