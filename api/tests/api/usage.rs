@@ -644,8 +644,9 @@ async fn an_archive_committing_while_an_add_alone_waits_stops_it(pool: PgPool) {
 /// An earlier attempt of the call still running (its connection lost to the
 /// client, not to the server) and the transaction that follows insert the
 /// same ids: the second waits for the first and then finds the source its own.
-/// (Here the attempt inserted first, so they meet on the key; two that pass
-/// PostgreSQL's check at once meet on the id, which the next test covers.)
+/// (Here the attempt inserted first, so they meet on the key's index, the
+/// arbiter before the change too; two that pass PostgreSQL's check at once
+/// meet on the id's, which no test here times.)
 #[sqlx::test(migrations = "../migrations")]
 async fn an_add_meeting_an_attempt_still_running_finds_it_once_committed(pool: PgPool) {
     let (s, ws, agent, held, _) = ready_for_adds_alone(pool).await;
@@ -701,5 +702,10 @@ async fn a_retry_finding_its_id_taken_is_refused_not_a_unique_violation(pool: Pg
         knowledge::add(&mut tx, scope, "gone", submission(&provenance, &digest, content), ids, |_| Ok(())).await;
     let Err(svc_core::error::Error::Problem(problem)) = retry else { panic!("{retry:?}") };
     assert_eq!(problem.code, ProblemCode::InvalidRequest);
+    assert_eq!(problem.details.as_ref().and_then(|d| d.get("reason")), Some(&json!("key_exists")), "{problem:?}");
     tx.rollback().await.unwrap();
+    assert_eq!(
+        s.app.count("SELECT count(*) FROM knowledge_sources WHERE key = 'gone' AND deleted_at IS NULL").await,
+        0
+    );
 }

@@ -343,7 +343,10 @@ pub async fn add_source(
                                WHERE workspace_id = $2 AND sources_room >= 1 AND bytes_room >= $12
                                  AND room_limits = ARRAY[$14::bigint, $15::bigint]))
             -- On any unique index: the live key's, or the id's when an earlier
-            -- attempt of the call (its outcome lost) inserts it meanwhile.
+            -- attempt of the call (its outcome lost) inserts it meanwhile. A
+            -- unique index added to this table later is one more such
+            -- conflict (answered `key_exists`); a deferrable one cannot be an
+            -- arbiter and would fail every add.
             ON CONFLICT DO NOTHING
             RETURNING id
         ), revision AS (
