@@ -6,14 +6,15 @@
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use sqlx::{Connection as _, PgPool};
+use sqlx::{Connection as _, PgConnection, PgPool};
 use svc_contract::ProblemCode;
 use svc_contract::knowledge::{Provenance, ProvenanceKind};
-use svc_core::entitlements::LimitKey;
+use svc_core::entitlements::{Entitlement, LimitKey};
 use svc_core::ids::{AgentId, RevisionId, SourceId, WorkspaceId};
+use svc_core::jobs::Job;
 use svc_core::knowledge::{self, NewIds, Outcome, Processing, Scope, Submission, process};
 use svc_core::store;
-use svc_core::store::knowledge::{Added, NewRevision, Room, Standing};
+use svc_core::store::knowledge::{Added, NewRevision, Room, SourceRow, Standing};
 use svc_core::store::types::{StoredProvenanceKind, StoredWorkspaceStatus};
 use svc_core::store::usage::Delta;
 
@@ -468,20 +469,54 @@ async fn a_replace_waiting_for_room_holds_up_no_other_write(pool: PgPool) {
 /// A Tenant on the pro plan whose first add shared out room on the usage
 /// shards, with its Workspace as an add outside a transaction is admitted
 /// under (its Entitlement held, read now).
-async fn ready_for_adds_alone(pool: PgPool) -> (Tenant, WorkspaceId, AgentId, store::workspaces::Held, Standing) {
-    let s = Tenant::new(pool).await;
-    svc_core::admin::plan_set(&s.app.pool, &s.ws, "pro", &[]).await.unwrap();
-    s.ok("knowledge-sources/add", add_input(&s.agent, "one", "The first source.")).await;
-    let (ws, agent) = (WorkspaceId::parse(&s.ws).unwrap(), AgentId::parse(&s.agent).unwrap());
-    let held = store::workspaces::hold(&mut s.app.pool.acquire().await.unwrap(), ws).await.unwrap();
-    let e = &held.entitlement;
-    let standing = Standing {
-        status: held.status,
-        trial_end: e.trial_end,
-        period_end: e.period_end,
-        cancel_at_period_end: e.cancel_at_period_end,
-    };
-    (s, ws, agent, held, standing)
+struct Ready {
+    s: Tenant,
+    ws: WorkspaceId,
+    agent: AgentId,
+    entitlement: Entitlement,
+    standing: Standing,
+}
+
+impl Ready {
+    async fn new(pool: PgPool) -> Self {
+        let s = Tenant::new(pool).await;
+        svc_core::admin::plan_set(&s.app.pool, &s.ws, "pro", &[]).await.unwrap();
+        s.ok("knowledge-sources/add", add_input(&s.agent, "one", "The first source.")).await;
+        let (ws, agent) = (WorkspaceId::parse(&s.ws).unwrap(), AgentId::parse(&s.agent).unwrap());
+        let held = store::workspaces::hold(&mut s.app.pool.acquire().await.unwrap(), ws).await.unwrap();
+        let standing = Standing::of(held.status, &held.entitlement);
+        Self { s, ws, agent, entitlement: held.entitlement, standing }
+    }
+
+    fn scope(&self) -> Scope<'_> {
+        Scope { workspace: self.ws, agent: self.agent, entitlement: &self.entitlement }
+    }
+}
+
+/// An add of `content` under `key`, as one statement outside a transaction
+/// admitted under `standing`.
+async fn add_alone(
+    conn: &mut PgConnection,
+    scope: Scope<'_>,
+    key: &str,
+    content: &str,
+    ids: NewIds,
+    standing: &Standing,
+) -> svc_core::error::Result<Option<(SourceRow, Job)>> {
+    let (provenance, digest) = (notes(), digest(content));
+    knowledge::add_alone(conn, scope, key, submission(&provenance, &digest, content), ids, standing).await
+}
+
+/// The same add in the transaction `conn` is in.
+async fn add_in(
+    conn: &mut PgConnection,
+    scope: Scope<'_>,
+    key: &str,
+    content: &str,
+    ids: NewIds,
+) -> svc_core::error::Result<(SourceRow, Job)> {
+    let (provenance, digest) = (notes(), digest(content));
+    knowledge::add(conn, scope, key, submission(&provenance, &digest, content), ids, |_| Ok(())).await
 }
 
 fn notes() -> Provenance {
@@ -495,39 +530,31 @@ fn submission<'a>(provenance: &'a Provenance, digest: &'a str, content: &'a str)
 /// An add outside a transaction commits in its one statement, counted on a
 /// shard, when the Workspace is as the call was admitted under; under a
 /// Workspace that changed since (archived, its trial or period, its
-/// cancellation) it writes nothing,
-/// and the add in a transaction answers.
+/// cancellation) it writes nothing, and the add in a transaction answers.
 #[sqlx::test(migrations = "../migrations")]
 async fn an_add_alone_writes_only_under_the_workspace_it_was_admitted_under(pool: PgPool) {
-    let (s, ws, agent, held, standing) = ready_for_adds_alone(pool).await;
-    let scope = Scope { workspace: ws, agent, entitlement: &held.entitlement };
-    let provenance = notes();
+    let r = Ready::new(pool).await;
+    let (s, standing) = (&r.s, r.standing);
     let content = "Added in one statement.";
-    let digest = digest(content);
     let mut conn = s.app.pool.acquire().await.unwrap();
     let archived = Standing { status: StoredWorkspaceStatus::Archived, ..standing };
     let trial = Standing { trial_end: Some(sqlx::types::time::OffsetDateTime::UNIX_EPOCH), ..standing };
     let period = Standing { period_end: Some(sqlx::types::time::OffsetDateTime::UNIX_EPOCH), ..standing };
     let cancelling = Standing { cancel_at_period_end: !standing.cancel_at_period_end, ..standing };
     for changed in [archived, trial, period, cancelling] {
-        let ids = NewIds::fresh();
-        let added =
-            knowledge::add_alone(&mut conn, scope, "alone", submission(&provenance, &digest, content), ids, &changed)
-                .await
-                .unwrap();
+        let added = add_alone(&mut conn, r.scope(), "alone", content, NewIds::fresh(), &changed).await.unwrap();
         assert!(added.is_none(), "{changed:?}");
     }
     assert_eq!(s.app.count("SELECT count(*) FROM knowledge_sources WHERE key = 'alone'").await, 0);
     let ids = NewIds::fresh();
-    let (row, _) =
-        knowledge::add_alone(&mut conn, scope, "alone", submission(&provenance, &digest, content), ids, &standing)
-            .await
-            .unwrap()
-            .expect("added in its own statement");
+    let (row, _) = add_alone(&mut conn, r.scope(), "alone", content, ids, &standing)
+        .await
+        .unwrap()
+        .expect("added in its own statement");
     assert_eq!(row.id, ids.source);
     // Committed: another session sees it, counted on a shard.
     assert_eq!(s.app.count("SELECT count(*) FROM knowledge_sources WHERE key = 'alone'").await, 1);
-    let (reported, counted) = usage_and_recount(&s).await;
+    let (reported, counted) = usage_and_recount(s).await;
     assert_eq!(reported, counted);
     assert_eq!(reported.0, 2);
 }
@@ -537,9 +564,8 @@ async fn an_add_alone_writes_only_under_the_workspace_it_was_admitted_under(pool
 /// fails its statement, so nothing of it stays.
 #[sqlx::test(migrations = "../migrations")]
 async fn an_add_alone_that_finds_no_room_writes_nothing(pool: PgPool) {
-    let (s, ws, agent, held, standing) = ready_for_adds_alone(pool).await;
-    let scope = Scope { workspace: ws, agent, entitlement: &held.entitlement };
-    let provenance = notes();
+    let r = Ready::new(pool).await;
+    let s = &r.s;
     let content = "Never counted.";
     let digest = digest(content);
     let mut shards = s.app.pool.begin().await.unwrap();
@@ -549,8 +575,8 @@ async fn an_add_alone_that_finds_no_room_writes_nothing(pool: PgPool) {
     let first = NewRevision {
         id: RevisionId::new(),
         source_id: SourceId::new(),
-        workspace_id: ws,
-        agent_id: agent,
+        workspace_id: r.ws,
+        agent_id: r.agent,
         revision: "r1",
         digest: &digest,
         title: "Alone",
@@ -559,31 +585,16 @@ async fn an_add_alone_that_finds_no_room_writes_nothing(pool: PgPool) {
         required: false,
         content,
     };
-    let e = &held.entitlement;
-    let room = Room {
-        plan: e.plan.as_str(),
-        limit_overrides: json!(e.limit_overrides),
-        sources_limit: e.limit_i64(LimitKey::KnowledgeSources),
-        bytes_limit: e.limit_i64(LimitKey::KnowledgeBytes),
-    };
-    let failed = store::knowledge::add_source(&mut conn, "alone", &first, &room, Some(&standing)).await;
+    let room = Room::under(&r.entitlement);
+    let failed = store::knowledge::add_source(&mut conn, "alone", &first, &room, Some(&r.standing)).await;
     let Err(sqlx::Error::Database(error)) = failed else { panic!("the statement did not fail") };
     assert_eq!(error.code().as_deref(), Some(store::knowledge::UNCOUNTED));
-    let added = knowledge::add_alone(
-        &mut conn,
-        scope,
-        "alone",
-        submission(&provenance, &digest, content),
-        NewIds::fresh(),
-        &standing,
-    )
-    .await
-    .unwrap();
+    let added = add_alone(&mut conn, r.scope(), "alone", content, NewIds::fresh(), &r.standing).await.unwrap();
     assert!(added.is_none());
     shards.rollback().await.unwrap();
     assert_eq!(s.app.count("SELECT count(*) FROM knowledge_sources WHERE key = 'alone'").await, 0);
     assert_eq!(s.app.count("SELECT count(*) FROM knowledge_revisions WHERE title = 'Alone'").await, 0);
-    let (reported, counted) = usage_and_recount(&s).await;
+    let (reported, counted) = usage_and_recount(s).await;
     assert_eq!(reported, counted);
     assert_eq!(reported.0, 1);
 }
@@ -593,36 +604,25 @@ async fn an_add_alone_that_finds_no_room_writes_nothing(pool: PgPool) {
 /// it and answers it as added, counted once (not `key_exists`).
 #[sqlx::test(migrations = "../migrations")]
 async fn an_add_finds_what_an_attempt_of_the_same_call_wrote(pool: PgPool) {
-    let (s, ws, agent, held, standing) = ready_for_adds_alone(pool).await;
-    let scope = Scope { workspace: ws, agent, entitlement: &held.entitlement };
-    let provenance = notes();
+    let r = Ready::new(pool).await;
+    let s = &r.s;
     let content = "Written once, answered twice.";
-    let digest = digest(content);
     let ids = NewIds::fresh();
     let mut conn = s.app.pool.acquire().await.unwrap();
-    let first =
-        knowledge::add_alone(&mut conn, scope, "twice", submission(&provenance, &digest, content), ids, &standing)
-            .await
-            .unwrap()
-            .expect("written");
+    let first = add_alone(&mut conn, r.scope(), "twice", content, ids, &r.standing).await.unwrap().expect("written");
     let mut tx = s.app.pool.begin().await.unwrap();
-    let (again, job) =
-        knowledge::add(&mut tx, scope, "twice", submission(&provenance, &digest, content), ids, |_| Ok(()))
-            .await
-            .unwrap();
+    let (again, job) = add_in(&mut tx, r.scope(), "twice", content, ids).await.unwrap();
     tx.commit().await.unwrap();
     assert_eq!((again.id, again.candidate_id), (first.0.id, Some(ids.revision)));
     assert_eq!(job, first.1);
     // Another call's ids find the key taken.
     let mut tx = s.app.pool.begin().await.unwrap();
-    let other =
-        knowledge::add(&mut tx, scope, "twice", submission(&provenance, &digest, content), NewIds::fresh(), |_| Ok(()))
-            .await;
+    let other = add_in(&mut tx, r.scope(), "twice", content, NewIds::fresh()).await;
     let Err(svc_core::error::Error::Problem(problem)) = other else { panic!("{other:?}") };
     assert_eq!(problem.code, ProblemCode::InvalidRequest);
     tx.rollback().await.unwrap();
     assert_eq!(s.app.count("SELECT count(*) FROM knowledge_sources WHERE key = 'twice'").await, 1);
-    let (reported, counted) = usage_and_recount(&s).await;
+    let (reported, counted) = usage_and_recount(s).await;
     assert_eq!(reported, counted);
     assert_eq!(reported.0, 2);
 }
@@ -631,7 +631,7 @@ async fn an_add_finds_what_an_attempt_of_the_same_call_wrote(pool: PgPool) {
 /// statement (outside a transaction, room on the shards ready) stops it.
 #[sqlx::test(migrations = "../migrations")]
 async fn an_archive_committing_while_an_add_alone_waits_stops_it(pool: PgPool) {
-    let (s, ..) = ready_for_adds_alone(pool).await;
+    let s = Ready::new(pool).await.s;
     let mut archive = s.app.pool.begin().await.unwrap();
     sqlx::query("UPDATE workspaces SET status = 'archived'").execute(&mut *archive).await.unwrap();
     let add = s.spawn_call("knowledge-sources/add", add_input(&s.agent, "two", "The second source."));
@@ -649,29 +649,26 @@ async fn an_archive_committing_while_an_add_alone_waits_stops_it(pool: PgPool) {
 /// meet on the id's, which no test here times.)
 #[sqlx::test(migrations = "../migrations")]
 async fn an_add_meeting_an_attempt_still_running_finds_it_once_committed(pool: PgPool) {
-    let (s, ws, agent, held, _) = ready_for_adds_alone(pool).await;
+    let r = Ready::new(pool).await;
+    let (s, ws, agent) = (&r.s, r.ws, r.agent);
     let content = "Raced by its own attempt.";
     let ids = NewIds::fresh();
-    let add = |pool: PgPool, entitlement: svc_core::entitlements::Entitlement| async move {
-        let scope = Scope { workspace: ws, agent, entitlement: &entitlement };
-        let provenance = notes();
-        let digest = digest(content);
+    let add = |pool: PgPool, entitlement: Entitlement| async move {
         let mut tx = pool.begin().await.unwrap();
-        let added = knowledge::add(&mut tx, scope, "race", submission(&provenance, &digest, content), ids, |_| Ok(()))
-            .await
-            .map(|(row, _)| row.id);
+        let scope = Scope { workspace: ws, agent, entitlement: &entitlement };
+        let added = add_in(&mut tx, scope, "race", content, ids).await.map(|(row, _)| row.id);
         (tx, added)
     };
-    let (attempt, first) = add(s.app.pool.clone(), held.entitlement.clone()).await;
+    let (attempt, first) = add(s.app.pool.clone(), r.entitlement.clone()).await;
     assert_eq!(first.unwrap(), ids.source);
-    let retry = tokio::spawn(add(s.app.pool.clone(), held.entitlement.clone()));
+    let retry = tokio::spawn(add(s.app.pool.clone(), r.entitlement.clone()));
     assert!(waits_on_a_lock(&s.app.pool, "%INSERT INTO knowledge_sources%").await, "the retry never waited");
     attempt.commit().await.unwrap();
     let (retry_tx, again) = retry.await.unwrap();
     assert_eq!(again.unwrap(), ids.source, "the attempt's source, answered as added");
     retry_tx.commit().await.unwrap();
     assert_eq!(s.app.count("SELECT count(*) FROM knowledge_sources WHERE key = 'race'").await, 1);
-    let (reported, counted) = usage_and_recount(&s).await;
+    let (reported, counted) = usage_and_recount(s).await;
     assert_eq!(reported, counted);
     assert_eq!(reported.0, 2);
 }
@@ -682,24 +679,18 @@ async fn an_add_meeting_an_attempt_still_running_finds_it_once_committed(pool: P
 /// violation (a 500).
 #[sqlx::test(migrations = "../migrations")]
 async fn a_retry_finding_its_id_taken_is_refused_not_a_unique_violation(pool: PgPool) {
-    let (s, ws, agent, held, standing) = ready_for_adds_alone(pool).await;
-    let scope = Scope { workspace: ws, agent, entitlement: &held.entitlement };
-    let provenance = notes();
+    let r = Ready::new(pool).await;
+    let s = &r.s;
     let content = "Added, then deleted.";
-    let digest = digest(content);
     let ids = NewIds::fresh();
     let mut conn = s.app.pool.acquire().await.unwrap();
-    knowledge::add_alone(&mut conn, scope, "gone", submission(&provenance, &digest, content), ids, &standing)
-        .await
-        .unwrap()
-        .expect("written");
+    add_alone(&mut conn, r.scope(), "gone", content, ids, &r.standing).await.unwrap().expect("written");
     let source = ids.source.to_string();
     let deleted =
         json!({ "agentId": s.agent, "sourceId": source, "tombstone": true, "prune": true, "confirm": source });
     s.ok("knowledge-sources/delete", deleted).await;
     let mut tx = s.app.pool.begin().await.unwrap();
-    let retry =
-        knowledge::add(&mut tx, scope, "gone", submission(&provenance, &digest, content), ids, |_| Ok(())).await;
+    let retry = add_in(&mut tx, r.scope(), "gone", content, ids).await;
     let Err(svc_core::error::Error::Problem(problem)) = retry else { panic!("{retry:?}") };
     assert_eq!(problem.code, ProblemCode::InvalidRequest);
     assert_eq!(problem.details.as_ref().and_then(|d| d.get("reason")), Some(&json!("key_exists")), "{problem:?}");

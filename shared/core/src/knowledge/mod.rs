@@ -217,17 +217,6 @@ fn add_delta(submission: &Submission<'_>) -> Delta {
     Delta::of(LimitKey::KnowledgeSources, 1).and(Delta::of(LimitKey::KnowledgeBytes, submission.bytes()))
 }
 
-/// What the add's statement counts its usage under: the limits of the
-/// Entitlement the call was admitted with.
-fn room(entitlement: &Entitlement) -> Room<'_> {
-    Room {
-        plan: entitlement.plan.as_str(),
-        limit_overrides: serde_json::json!(entitlement.limit_overrides),
-        sources_limit: entitlement.limit_i64(LimitKey::KnowledgeSources),
-        bytes_limit: entitlement.limit_i64(LimitKey::KnowledgeBytes),
-    }
-}
-
 /// knowledge_source.add of a verified submission: a new source with a
 /// pending revision, within the `knowledge_sources` and `knowledge_bytes`
 /// limits; returns it as the resource shows it.
@@ -255,7 +244,7 @@ pub async fn add(
     debug_assert!(submission.verify().is_ok(), "add of an unverified submission");
     let wanted = add_delta(&submission);
     let first = submission.new_revision(ids.revision, ids.source, scope.workspace, scope.agent);
-    let (held, added) = store::knowledge::add_source(conn, key, &first, &room(scope.entitlement), None).await?;
+    let (held, added) = store::knowledge::add_source(conn, key, &first, &Room::under(scope.entitlement), None).await?;
     let existing = match added {
         Added::KeyExists => store::knowledge::id_by_key(conn, scope.agent, key).await?,
         _ => None,
@@ -305,7 +294,7 @@ pub async fn add_alone(
 ) -> Result<Option<(SourceRow, Job)>> {
     debug_assert!(submission.verify().is_ok(), "add of an unverified submission");
     let first = submission.new_revision(ids.revision, ids.source, scope.workspace, scope.agent);
-    let room = room(scope.entitlement);
+    let room = Room::under(scope.entitlement);
     match store::knowledge::add_source(conn, key, &first, &room, Some(standing)).await {
         Ok((_, Added::Added { row, room_taken: true })) => {
             Ok(Some((*row, Job::ProcessRevision { revision: ids.revision })))

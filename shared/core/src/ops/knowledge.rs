@@ -135,13 +135,7 @@ impl Handler for Add {
         if ctx.admit_as(status, &ws.entitlement).is_err() {
             return Ok(None);
         }
-        let entitlement = &ws.entitlement;
-        let standing = Standing {
-            status,
-            trial_end: entitlement.trial_end,
-            period_end: entitlement.period_end,
-            cancel_at_period_end: entitlement.cancel_at_period_end,
-        };
+        let standing = Standing::of(status, &ws.entitlement);
         let scope = scope(ctx, agent)?;
         let added = knowledge::add_alone(conn, scope, &input.key, submission, adding.ids, &standing).await?;
         Ok(added.map(|(source, job)| Done {

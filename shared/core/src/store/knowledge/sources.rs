@@ -4,6 +4,7 @@ use sqlx::PgConnection;
 use time::OffsetDateTime;
 use uuid::Uuid;
 
+use crate::entitlements::{Entitlement, LimitKey};
 use crate::ids::{AgentId, RevisionId, SourceId, WorkspaceId};
 use crate::store::types::{StoredProvenanceKind, StoredRevisionState, StoredWorkspaceStatus};
 use crate::store::usage::shards::SHARDS;
@@ -272,6 +273,19 @@ pub struct Room<'a> {
     pub bytes_limit: i64,
 }
 
+impl Room<'_> {
+    /// Room under the limits of `entitlement` (the Entitlement the call was
+    /// admitted with).
+    pub fn under(entitlement: &Entitlement) -> Room<'_> {
+        Room {
+            plan: entitlement.plan.as_str(),
+            limit_overrides: serde_json::json!(entitlement.limit_overrides),
+            sources_limit: entitlement.limit_i64(LimitKey::KnowledgeSources),
+            bytes_limit: entitlement.limit_i64(LimitKey::KnowledgeBytes),
+        }
+    }
+}
+
 /// The Workspace as an add that commits by itself (its statement outside a
 /// transaction) was admitted under, beside the plan and overrides of its
 /// [`Room`]: that statement writes only if the Workspace's row, which it holds,
@@ -283,6 +297,18 @@ pub struct Standing {
     pub trial_end: Option<OffsetDateTime>,
     pub period_end: Option<OffsetDateTime>,
     pub cancel_at_period_end: bool,
+}
+
+impl Standing {
+    /// The Workspace in `status` under `entitlement`.
+    pub fn of(status: StoredWorkspaceStatus, entitlement: &Entitlement) -> Self {
+        Self {
+            status,
+            trial_end: entitlement.trial_end,
+            period_end: entitlement.period_end,
+            cancel_at_period_end: entitlement.cancel_at_period_end,
+        }
+    }
 }
 
 /// The SQLSTATE of an add's statement run `alone` that inserted its source
