@@ -89,6 +89,53 @@ async fn migration_0025_lets_passages_be_read_while_it_waits(pool: PgPool) {
     holder.close().await.unwrap();
 }
 
+/// Migration 0028 drops CHECKs of `knowledge_sources` and
+/// `knowledge_revisions`, which needs both exclusively. While a transaction
+/// reads the sources, the migration waits in tries of at most 100 ms that
+/// let go of the revisions between them, so promotions and answers reading
+/// the revisions get in; once the holder commits, the six bounds are gone
+/// and the invariants between columns stay.
+#[sqlx::test(migrations = false)]
+async fn migration_0028_lets_revisions_be_read_while_it_waits(pool: PgPool) {
+    sqlx::migrate!("../migrations").run_to(27, &pool).await.unwrap();
+
+    let mut holder = pool.acquire().await.unwrap().detach();
+    let mut held = holder.begin().await.unwrap();
+    sqlx::query("SELECT count(*) FROM knowledge_sources").execute(&mut *held).await.unwrap();
+    let migrating = migrate_in_the_background(&pool);
+    assert!(waited_for(&pool, "knowledge_sources").await, "the migration never waited for the sources");
+    let mut reader = pool.acquire().await.unwrap().detach();
+    // Far above a try's 100 ms; a plain wait would hold the reader until the holder commits.
+    sqlx::query("SET lock_timeout = '2s'").execute(&mut reader).await.unwrap();
+    for _ in 0..4 {
+        sqlx::query("SELECT count(*) FROM knowledge_revisions").execute(&mut reader).await.unwrap();
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert!(!migrating.is_finished(), "the migration waits for the holder");
+
+    held.commit().await.unwrap();
+    migrating.await.unwrap().unwrap();
+    let checks: Vec<String> = sqlx::query_scalar(
+        "SELECT conname::text FROM pg_constraint
+         WHERE contype = 'c' AND conrelid IN ('knowledge_sources'::regclass, 'knowledge_revisions'::regclass)
+         ORDER BY conname",
+    )
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    assert_eq!(
+        checks,
+        [
+            "knowledge_revisions_check",
+            "knowledge_sources_active_shown_check",
+            "knowledge_sources_candidate_shown_check",
+            "knowledge_sources_latest_check"
+        ]
+    );
+    reader.close().await.unwrap();
+    holder.close().await.unwrap();
+}
+
 /// Whether a session comes to wait for a lock on `table` of the test's
 /// database within 30 s (other tests' databases have tables of that name).
 async fn waited_for(pool: &PgPool, table: &str) -> bool {
