@@ -22,8 +22,9 @@
 //! sessions were doing, sampled (`waits`): on the CPU, idle in a transaction
 //! (waiting for their process), or waiting on a lock or a WAL flush. A tenth
 //! that runs slower with no more CPU per add shows there what it waited on.
-//! And the checkpoints that began in each tenth: the tenths after one write
-//! whole pages again.
+//! And, for every tenth, its adds per second (whether the rate falls as the
+//! Agent grows, beyond the first and last tenths' noise) and the checkpoints
+//! that began in it: the tenths after one write whole pages again.
 //!
 //! With `SVC_BENCH_SLOW_PLANS_MS=N` PostgreSQL logs the plan of every
 //! statement slower than N ms (`auto_explain`, in the server's log): how the
@@ -378,6 +379,8 @@ async fn import(
     let checkpoints: Vec<String> = looks.iter().map(|(.., wal)| wal.checkpoints.to_string()).collect();
     eprintln!("  checkpoints in each tenth: {}", checkpoints.join(" "));
     let rate = |(adds, took): (usize, Duration)| adds as f64 / took.as_secs_f64().max(1e-9);
+    let tenths: Vec<String> = stages.iter().map(|(adds, took, ..)| format!("{:.0}", rate((*adds, *took)))).collect();
+    eprintln!("  adds/s in each tenth: {}", tenths.join(" "));
     let all = stages.iter().fold((0, Duration::ZERO), |(n, t), (adds, took, ..)| (n + adds, t + *took));
     let active: i64 =
         sqlx::query_scalar("SELECT count(*) FROM knowledge_revisions WHERE state = 'active'").fetch_one(&pool).await?;
