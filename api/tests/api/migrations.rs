@@ -11,28 +11,8 @@ use sqlx::{Connection, PgPool};
 /// added.
 #[sqlx::test(migrations = false)]
 async fn migration_0023_lets_the_other_tables_be_read_while_it_waits(pool: PgPool) {
-    let migrator = sqlx::migrate!("../migrations");
-    migrator.run_to(22, &pool).await.unwrap();
-
-    let mut holder = pool.acquire().await.unwrap().detach();
-    let mut held = holder.begin().await.unwrap();
-    sqlx::query("SELECT count(*) FROM agents").execute(&mut *held).await.unwrap();
-
-    let migrating = migrate_in_the_background(&pool);
-    // The reads start once the migration waits for `agents`.
-    assert!(waited_for(&pool, "agents").await, "the migration never waited for agents");
-    let mut reader = pool.acquire().await.unwrap().detach();
-    // Far above a try's 100 ms; below the 5 s a table was held before.
-    sqlx::query("SET lock_timeout = '2s'").execute(&mut reader).await.unwrap();
-    for table in ["workspaces", "knowledge_sources", "knowledge_revisions"].repeat(4) {
-        let read = format!("SELECT count(*) FROM {table}");
-        sqlx::query(sqlx::AssertSqlSafe(read)).execute(&mut reader).await.unwrap_or_else(|e| panic!("{table}: {e}"));
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
-    assert!(!migrating.is_finished(), "the migration waits for the table the holder reads");
-
-    held.commit().await.unwrap();
-    migrating.await.unwrap().unwrap();
+    let reads = ["workspaces", "knowledge_sources", "knowledge_revisions"].repeat(4);
+    migrate_while_read(&pool, 22, "agents", &reads).await;
     let dropped: i64 = sqlx::query_scalar(
         "SELECT count(*) FROM pg_constraint
          WHERE conname IN ('knowledge_revisions_agent_id_fkey', 'knowledge_revisions_workspace_id_fkey',
@@ -49,8 +29,6 @@ async fn migration_0023_lets_the_other_tables_be_read_while_it_waits(pool: PgPoo
     .await
     .unwrap();
     assert_eq!(validated, [true, true]);
-    reader.close().await.unwrap();
-    holder.close().await.unwrap();
 }
 
 /// Migration 0025 needs `knowledge_passages` exclusively (answers read it,
@@ -59,24 +37,7 @@ async fn migration_0023_lets_the_other_tables_be_read_while_it_waits(pool: PgPoo
 /// instead of queueing behind it until the holder commits.
 #[sqlx::test(migrations = false)]
 async fn migration_0025_lets_passages_be_read_while_it_waits(pool: PgPool) {
-    sqlx::migrate!("../migrations").run_to(24, &pool).await.unwrap();
-
-    let mut holder = pool.acquire().await.unwrap().detach();
-    let mut held = holder.begin().await.unwrap();
-    sqlx::query("SELECT count(*) FROM knowledge_passages").execute(&mut *held).await.unwrap();
-    let migrating = migrate_in_the_background(&pool);
-    assert!(waited_for(&pool, "knowledge_passages").await, "the migration never waited for the passages");
-    let mut reader = pool.acquire().await.unwrap().detach();
-    // Far above a try's 100 ms; a plain wait would hold the reader until the holder commits.
-    sqlx::query("SET lock_timeout = '2s'").execute(&mut reader).await.unwrap();
-    for _ in 0..4 {
-        sqlx::query("SELECT count(*) FROM knowledge_passages").execute(&mut reader).await.unwrap();
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
-    assert!(!migrating.is_finished(), "the migration waits for the holder");
-
-    held.commit().await.unwrap();
-    migrating.await.unwrap().unwrap();
+    migrate_while_read(&pool, 24, "knowledge_passages", &["knowledge_passages"; 4]).await;
     let nullable: String = sqlx::query_scalar(
         "SELECT is_nullable FROM information_schema.columns
          WHERE table_name = 'knowledge_passages' AND column_name = 'search'",
@@ -85,8 +46,6 @@ async fn migration_0025_lets_passages_be_read_while_it_waits(pool: PgPool) {
     .await
     .unwrap();
     assert_eq!(nullable, "YES", "a passage may leave its tsvector out");
-    reader.close().await.unwrap();
-    holder.close().await.unwrap();
 }
 
 /// Migration 0028 drops CHECKs of `knowledge_sources` and
@@ -97,24 +56,7 @@ async fn migration_0025_lets_passages_be_read_while_it_waits(pool: PgPool) {
 /// and the invariants between columns stay.
 #[sqlx::test(migrations = false)]
 async fn migration_0028_lets_revisions_be_read_while_it_waits(pool: PgPool) {
-    sqlx::migrate!("../migrations").run_to(27, &pool).await.unwrap();
-
-    let mut holder = pool.acquire().await.unwrap().detach();
-    let mut held = holder.begin().await.unwrap();
-    sqlx::query("SELECT count(*) FROM knowledge_sources").execute(&mut *held).await.unwrap();
-    let migrating = migrate_in_the_background(&pool);
-    assert!(waited_for(&pool, "knowledge_sources").await, "the migration never waited for the sources");
-    let mut reader = pool.acquire().await.unwrap().detach();
-    // Far above a try's 100 ms; a plain wait would hold the reader until the holder commits.
-    sqlx::query("SET lock_timeout = '2s'").execute(&mut reader).await.unwrap();
-    for _ in 0..4 {
-        sqlx::query("SELECT count(*) FROM knowledge_revisions").execute(&mut reader).await.unwrap();
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
-    assert!(!migrating.is_finished(), "the migration waits for the holder");
-
-    held.commit().await.unwrap();
-    migrating.await.unwrap().unwrap();
+    migrate_while_read(&pool, 27, "knowledge_sources", &["knowledge_revisions"; 4]).await;
     let checks: Vec<String> = sqlx::query_scalar(
         "SELECT conname::text FROM pg_constraint
          WHERE contype = 'c' AND conrelid IN ('knowledge_sources'::regclass, 'knowledge_revisions'::regclass)
@@ -132,6 +74,35 @@ async fn migration_0028_lets_revisions_be_read_while_it_waits(pool: PgPool) {
             "knowledge_sources_latest_check"
         ]
     );
+}
+
+/// Runs the migrations after `done` while a transaction holds `held` (it
+/// read it), and meanwhile reads each of `reads` in turn, 50 ms apart, with a
+/// lock timeout of 2 s: far above a migration's try of 100 ms, below the 5 s
+/// a table was held before, so each read must get in between the tries. The
+/// migration must still be waiting for the holder after the reads; once the
+/// holder commits, it must finish.
+async fn migrate_while_read(pool: &PgPool, done: i64, held: &str, reads: &[&str]) {
+    sqlx::migrate!("../migrations").run_to(done, pool).await.unwrap();
+    let mut holder = pool.acquire().await.unwrap().detach();
+    let mut holding = holder.begin().await.unwrap();
+    let hold = format!("SELECT count(*) FROM {held}");
+    sqlx::query(sqlx::AssertSqlSafe(hold)).execute(&mut *holding).await.unwrap();
+
+    let migrating = migrate_in_the_background(pool);
+    // The reads start once the migration waits for the held table.
+    assert!(waited_for(pool, held).await, "the migration never waited for {held}");
+    let mut reader = pool.acquire().await.unwrap().detach();
+    sqlx::query("SET lock_timeout = '2s'").execute(&mut reader).await.unwrap();
+    for table in reads {
+        let read = format!("SELECT count(*) FROM {table}");
+        sqlx::query(sqlx::AssertSqlSafe(read)).execute(&mut reader).await.unwrap_or_else(|e| panic!("{table}: {e}"));
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert!(!migrating.is_finished(), "the migration waits for the holder of {held}");
+
+    holding.commit().await.unwrap();
+    migrating.await.unwrap().unwrap();
     reader.close().await.unwrap();
     holder.close().await.unwrap();
 }
