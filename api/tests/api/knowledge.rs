@@ -488,6 +488,49 @@ async fn content_digest_and_key_rules(pool: PgPool) {
     );
 }
 
+/// The bounds of a source's values are counted in characters, as the
+/// database counted them before migration 0028 dropped its CHECKs (the
+/// contract is now their only guard): a value of multi-byte characters at
+/// its bound is stored whole, one more is refused at its path, an empty one
+/// too, and a replace is held to the same bounds.
+#[sqlx::test(migrations = "../migrations")]
+async fn value_bounds_count_characters_and_hold_on_every_write(pool: PgPool) {
+    let s = setup(pool).await;
+    let fields: [(&[&str], usize); 4] =
+        [(&["key"], 160), (&["title"], 240), (&["revision"], 200), (&["provenance", "uri"], 2000)];
+    let set = |input: &mut Value, path: &[&str], value: String| {
+        let field = path.iter().fold(&mut *input, |v, name| &mut v[*name]);
+        *field = json!(value);
+    };
+    let mut at_bounds = add_input(&s.agent, "at-bounds", "x");
+    for (path, bound) in fields {
+        set(&mut at_bounds, path, "é".repeat(bound));
+    }
+    let added = assert_ok("knowledge-sources/add", &s.call("knowledge-sources/add", at_bounds).await);
+    let stored: (i32, i32, i32, i32) = sqlx::query_as(
+        "SELECT char_length(s.key), char_length(r.title), char_length(r.revision), char_length(r.provenance_uri)
+         FROM knowledge_sources s JOIN knowledge_revisions r ON r.source_id = s.id",
+    )
+    .fetch_one(&s.app.pool)
+    .await
+    .unwrap();
+    assert_eq!(stored, (160, 240, 200, 2000));
+    for (path, bound) in fields {
+        for value in ["é".repeat(bound + 1), String::new()] {
+            let mut input = add_input(&s.agent, "over", "x");
+            set(&mut input, path, value);
+            let body = assert_problem(&s.call("knowledge-sources/add", input).await, 400, "invalid_request");
+            assert_eq!(body["error"]["details"]["issues"][0]["path"], format!("/{}", path.join("/")));
+        }
+    }
+    let source = added["knowledgeSource"]["id"].as_str().unwrap().to_owned();
+    let mut replace = replace_input(&s.agent, &source, "r2", "y");
+    replace["title"] = json!("é".repeat(241));
+    assert_problem(&s.call("knowledge-sources/replace", replace).await, 400, "invalid_request");
+    assert_eq!(s.app.count("SELECT count(*) FROM knowledge_sources").await, 1);
+    assert_eq!(s.app.count("SELECT count(*) FROM knowledge_revisions").await, 1);
+}
+
 #[sqlx::test(migrations = "../migrations")]
 async fn bodies_over_eight_mib_are_refused_before_they_are_read(pool: PgPool) {
     let s = setup(pool).await;
