@@ -29,8 +29,10 @@ pub fn run(ctx: &mut Context, op: &'static Operation, matches: &ArgMatches) -> R
         human = save_secret(ctx, profile, &mut envelope)?;
     }
     human.push_str(&render::data(&envelope));
-    if op.op == svc_contract::OperationId::IdentityStatus {
-        human.push_str(&crate::credentials::precedence_note(ctx));
+    match op.op {
+        svc_contract::OperationId::IdentityStatus => human.push_str(&crate::credentials::precedence_note(ctx)),
+        svc_contract::OperationId::WidgetManifest => human.push_str(&render::embedding(&envelope)),
+        _ => {}
     }
     // A run that ended badly is the server's answer, printed as is, but a script
     // must notice it: exit 4 like any other stable problem.

@@ -28,6 +28,27 @@ pub fn data(envelope: &Value) -> String {
     out
 }
 
+/// How to embed the Widget a `widget.manifest` answer describes: its
+/// component with `embedId` and `baseUrl`, the service's address being the
+/// Public Chat URL without its `/chat/{agentId}`.
+pub fn embedding(envelope: &Value) -> String {
+    let data = &envelope["data"];
+    let (Some(agent), Some(url)) = (data.pointer("/agent/id").and_then(Value::as_str), base_url(data)) else {
+        return String::new();
+    };
+    let component = data.pointer("/package/component").and_then(Value::as_str).unwrap_or("SvcChat");
+    let package = data.pointer("/package/packageName").and_then(Value::as_str).unwrap_or("svc-widget-react");
+    format!("Embed ({package}): <{component} embedId=\"{agent}\" baseUrl=\"{url}\" />\n")
+}
+
+/// The service's address a manifest implies: `publicChat.url` without its
+/// `/chat/{agentId}`.
+pub fn base_url(manifest: &Value) -> Option<&str> {
+    let agent = manifest.pointer("/agent/id").and_then(Value::as_str)?;
+    let url = manifest.pointer("/publicChat/url").and_then(Value::as_str)?;
+    url.strip_suffix(agent)?.strip_suffix("/chat/")
+}
+
 fn list(out: &mut String, name: &str, items: &[Value]) {
     if items.is_empty() {
         let _ = writeln!(out, "No {name}.");
@@ -157,6 +178,21 @@ mod tests {
             ]
         );
         assert_eq!(failure.exit_code(), 3);
+    }
+
+    #[test]
+    fn a_manifest_shows_how_to_embed_with_the_base_url_of_its_public_chat() {
+        let manifest = |url: &str| {
+            json!({"data": {"agent": {"id": "agt_1", "slug": "bot"}, "publicChat": {"url": url},
+                "package": {"packageName": "svc-widget-react", "component": "SvcChat"}}})
+        };
+        assert_eq!(
+            embedding(&manifest("https://svc.example/chat/agt_1")),
+            "Embed (svc-widget-react): <SvcChat embedId=\"agt_1\" baseUrl=\"https://svc.example\" />\n"
+        );
+        // A service below a path keeps its path.
+        assert_eq!(base_url(&manifest("https://example.com/svc/chat/agt_1")["data"]), Some("https://example.com/svc"));
+        assert_eq!(embedding(&manifest("https://svc.example/elsewhere")), "");
     }
 
     fn render_lines(f: &Failure) -> Vec<String> {

@@ -19,7 +19,7 @@ export class SvcChatError extends Error implements SvcChatErrorInfo {
 }
 
 export interface Target {
-  /** The service's address, as `widget.manifest` gives it in `baseUrl`. */
+  /** The service's address: `widget.manifest`'s `publicChat.url` without its `/chat/{agentId}`. */
   baseUrl: string;
   /** The Agent id. */
   embedId: string;

@@ -10,7 +10,7 @@ import { type Words, words } from "./words";
 export interface ChatOptions {
   /** The Agent id. */
   embedId: string;
-  /** The service's address (`baseUrl` of `widget.manifest`). */
+  /** The service's address (`widget.manifest`'s `publicChat.url` without `/chat/{agentId}`). */
   baseUrl: string;
   /** Laid over the fetched configuration. */
   configuration?: ConfigurationOverride;

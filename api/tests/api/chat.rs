@@ -509,7 +509,6 @@ async fn the_manifest_holds_what_an_embedding_needs_and_no_secret(pool: PgPool) 
     assert_eq!(
         manifest,
         json!({
-            "baseUrl": BASE_URL,
             "workspace": { "id": s.ws, "slug": workspace["slug"] },
             "agent": { "id": s.agent, "slug": agent["slug"] },
             "package": { "packageName": "svc-widget-react", "version": "2.0.5", "component": "SvcChat", "agentIdProp": "embedId" },

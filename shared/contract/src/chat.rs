@@ -394,13 +394,12 @@ impl WidgetPackage {
     };
 }
 
-/// Everything a page needs to embed the Widget; no secrets.
+/// Everything a page needs to embed the Widget; no secrets. The Widget's
+/// `baseUrl` is `publicChat.url` without its `/chat/{agentId}`: the spec
+/// lists exactly these five fields.
 #[derive(Clone, Debug, PartialEq, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct WidgetManifest {
-    /// The service's address: the Widget's `baseUrl` prop.
-    #[schemars(url)]
-    pub base_url: String,
     pub workspace: ManifestRef,
     pub agent: ManifestRef,
     pub package: WidgetPackage,

@@ -67,7 +67,6 @@ impl Handler for Manifest {
         let state = chat::agent_chat(conn, ws.id, agent).await?.ok_or_else(not_found)?;
         let public_chat = chat::public_chat(&ctx.service.config().public_base_url, agent, state.enabled, state.website);
         Ok(ManifestOutput {
-            base_url: ctx.service.config().public_base_url.trim_end_matches('/').to_owned(),
             workspace: ManifestRef { id: ws.id.to_string(), slug: ws.slug.clone() },
             agent: ManifestRef { id: agent.to_string(), slug: state.agent_slug },
             package: WidgetPackage::CURRENT,
