@@ -48,6 +48,6 @@ it("weighs at most 8 kB minified and gzipped, without React", async () => {
 
 it("the Public Chat page's script is the build of this source", async () => {
   const { execFileSync } = await import("node:child_process");
-  const script = new URL("../scripts/build.mjs", import.meta.url).pathname;
+  const script = new URL("../scripts/page.mjs", import.meta.url).pathname;
   expect(() => execFileSync(process.execPath, [script, "--check"], { stdio: "pipe" })).not.toThrow();
 });
