@@ -13,7 +13,9 @@
 // For the web application's tests: OIDC_ACCOUNTS (comma-separated: each new
 // browser session signs in the next one; the last one repeats), and a
 // confidential web client OIDC_WEB_CLIENT_ID / OIDC_WEB_CLIENT_SECRET with
-// redirect URI OIDC_WEB_REDIRECT_URI, whose ID tokens carry email and name.
+// redirect URI OIDC_WEB_REDIRECT_URI. As oidc-provider does by default in the
+// code flow, the ID token carries only `sub`: email and name come from the
+// UserInfo endpoint.
 //
 // Prints one JSON line on stdout when listening, {"issuer": "http://127.0.0.1:PORT"},
 // then one per issued grant, {"event": "grant", "grantType": "..."}.
@@ -64,8 +66,6 @@ const provider = new Provider(issuer, {
     },
     ...webClients,
   ],
-  // The web client reads the User's e-mail and name from the ID token.
-  conformIdTokenClaims: !webClientId,
   jwks: { keys: [signingKey] },
   cookies: { keys: [crypto.randomBytes(32).toString('hex')] },
   scopes: ['openid', 'offline_access', 'profile', 'email'],

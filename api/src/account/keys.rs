@@ -7,7 +7,7 @@ use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use serde_json::{Value, json};
-use svc_contract::{OperationId, ProblemCode, Scope};
+use svc_contract::{OperationId, ProblemCode, Role, Scope};
 
 use super::web::{Form, Html, escape, page, render, see_other};
 use super::{PATH, Signed, call, caller, failure, require_form, require_session};
@@ -35,13 +35,23 @@ pub async fn show(State(state): State<AppState>, Path(workspace): Path<String>, 
         Ok(html) => html,
         Err(problem) => return failure(problem),
     };
-    let scopes: String = Scope::ALL
-        .iter()
-        .map(|s| {
-            let s = s.as_str();
-            format!("<li><label><input type=\"checkbox\" name=\"scopes\" value=\"{s}\"> <code>{s}</code></label></li>")
-        })
-        .collect();
+    // Only the forms the caller's role may use: keys are an owner's or admin's.
+    let key_form = if ws.role.is_some_and(|r| r >= Role::Admin) {
+        let scopes: String = Scope::ALL
+            .iter()
+            .map(|s| {
+                let s = s.as_str();
+                format!("<li><label><input type=\"checkbox\" name=\"scopes\" value=\"{s}\"> <code>{s}</code></label></li>")
+            })
+            .collect();
+        render(
+            include_str!("templates/key_form.html"),
+            &[("id", &ws.id.to_string()), ("csrf", &signed.csrf)],
+            &[("scopes", &Html(scopes))],
+        )
+    } else {
+        Html(String::new())
+    };
     let main = render(
         include_str!("templates/workspace.html"),
         &[
@@ -49,9 +59,8 @@ pub async fn show(State(state): State<AppState>, Path(workspace): Path<String>, 
             ("slug", &ws.slug),
             ("id", &ws.id.to_string()),
             ("role", ws.role.map_or("member", |r| r.as_str())),
-            ("csrf", &signed.csrf),
         ],
-        &[("keys", &keys), ("scopes", &Html(scopes)), ("members", &members)],
+        &[("keys", &keys), ("key_form", &key_form), ("members", &members)],
     );
     page(StatusCode::OK, &format!("Workspace {}", ws.name), main, Some((signed.who(), &signed.csrf)))
 }

@@ -41,7 +41,8 @@ pub struct Account {
     /// `None` when no identity provider is configured: the pages say so.
     relying_party: Option<RelyingParty>,
     pub base_url: String,
-    /// `Secure` on cookies: everywhere but loopback (a local run over http).
+    /// `Secure` on cookies: when the base URL is https (a browser keeps no
+    /// `Secure` cookie that an http page sets).
     secure_cookies: bool,
     /// The CLI's issuer and client id, for the next-steps page.
     cli_hint: String,
@@ -55,7 +56,7 @@ impl Account {
     /// application's sign-ins come from the same issuer and keys.
     pub fn new(config: &ServeConfig, oidc: Option<&svc_core::OidcConfig>) -> anyhow::Result<Self> {
         let base_url = config.public_base_url();
-        let secure_cookies = !Url::parse(&base_url).is_ok_and(|url| crate::devidp::is_loopback(&url));
+        let secure_cookies = Url::parse(&base_url).is_ok_and(|url| url.scheme() == "https");
         let relying_party = match (oidc, config.account_client_id()) {
             (Some(oidc), Some(client_id)) => Some(
                 RelyingParty::new(RelyingPartyConfig {
@@ -220,7 +221,9 @@ pub fn sign_in_page(state: &AppState, title: &str) -> Response {
     let dev = if of(state).dev {
         web::Html(format!(
             "<p><a href=\"{PATH}/sign-in?as=new\">Sign in as a new local User</a> \
-             <span class=\"muted\">(development identity provider: shows first-time setup)</span></p>"
+             <span class=\"muted\">(development identity provider: shows first-time setup)</span><br>\
+             <a href=\"{PATH}/sign-in?as=new-without-email\">Sign in as a new local User without an e-mail address</a> \
+             <span class=\"muted\">(as with a provider that gives none: setup asks for it)</span></p>"
         ))
     } else {
         web::Html(String::new())

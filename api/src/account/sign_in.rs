@@ -23,9 +23,14 @@ pub async fn start(State(state): State<AppState>, uri: Uri) -> Response {
     let (Ok(challenge), Ok(binding)) = (Challenge::new(), random_token()) else {
         return error_page(StatusCode::INTERNAL_SERVER_ERROR, "No randomness is available; try again.", PATH);
     };
-    // `?as=new` with the development provider: a new local User signs in.
-    let new_user = account.dev && uri.query() == Some("as=new");
-    let hint = new_user.then(|| format!("{}{}", crate::devidp::NEW_USER_PREFIX, &binding[..12].replace('-', "x")));
+    // With the development provider, `?as=new` signs in a new local User, and
+    // `?as=new-without-email` one the provider knows no e-mail address of.
+    let prefix = match uri.query() {
+        Some("as=new") if account.dev => Some(crate::devidp::NEW_USER_PREFIX),
+        Some("as=new-without-email") if account.dev => Some(crate::devidp::WITHOUT_EMAIL_PREFIX),
+        _ => None,
+    };
+    let hint = prefix.map(|prefix| format!("{prefix}{}", &binding[..12].replace('-', "x")));
     let url = match relying_party.authorization_url(&challenge, hint.as_deref()).await {
         Ok(url) => url,
         Err(error) => {

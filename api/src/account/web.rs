@@ -36,7 +36,7 @@ pub fn cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
 }
 
 /// A `Set-Cookie` value: HttpOnly, SameSite=Lax, scoped to the application,
-/// Secure unless the service runs on loopback, expiring after `max_age_secs`
+/// Secure when the service is reached over https, expiring after `max_age_secs`
 /// (0 deletes it).
 pub fn set_cookie(name: &str, value: &str, max_age_secs: i64, secure: bool) -> HeaderValue {
     let secure = if secure { "; Secure" } else { "" };

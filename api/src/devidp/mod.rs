@@ -39,6 +39,9 @@ pub const PATH: &str = "/dev/oidc";
 /// A `login_hint` starting so signs in a new local User of that subject (the
 /// web application's "new User" sign-in, to show first-time setup locally).
 pub const NEW_USER_PREFIX: &str = "dev-user-";
+/// New local Users whose subject starts so have no e-mail address at the
+/// issuer (setup then asks for one, as with a provider that gives none).
+pub const WITHOUT_EMAIL_PREFIX: &str = "dev-user-noemail-";
 /// The scopes the issuer knows; others asked for are left out of the grant.
 pub const SCOPES: [&str; 4] = ["openid", "profile", "email", "offline_access"];
 
@@ -101,11 +104,11 @@ impl DevIdp {
         Ok((self.signer.sign("at+jwt", &claims)?, expires_at))
     }
 
-    /// An OpenID Connect ID token of the local User for the client.
+    /// An OpenID Connect ID token of the local User for the client. Like many
+    /// providers in the code flow, it names the User and leaves the e-mail
+    /// address to the UserInfo endpoint ([`Self::user_info`]).
     fn id_token(&self, subject: &str, nonce: Option<&str>, lifetime: Duration) -> anyhow::Result<String> {
         let now = now_secs();
-        let (email, name) =
-            if subject == SUBJECT { (EMAIL.to_owned(), NAME) } else { (format!("{subject}@svc.localhost"), "") };
         let mut claims = json!({
             "iss": self.issuer,
             "sub": subject,
@@ -113,14 +116,33 @@ impl DevIdp {
             "iat": now,
             "auth_time": now,
             "exp": now + lifetime.as_secs(),
-            "email": email,
-            "email_verified": true,
-            "name": name,
+            "name": if subject == SUBJECT { NAME } else { "" },
         });
         if let Some(nonce) = nonce {
             claims["nonce"] = nonce.into();
         }
         self.signer.sign("JWT", &claims)
+    }
+
+    /// The UserInfo claims (OpenID Connect Core §5.3) of the User an access
+    /// token of this issuer names, if it is one and has not expired.
+    fn user_info(&self, access_token: &str) -> Option<Value> {
+        let claims = self.signer.verified_claims(access_token)?;
+        let live = claims["exp"].as_u64().is_some_and(|exp| exp > now_secs());
+        if !live || claims["iss"] != self.issuer.as_str() || claims["aud"] != self.audience.as_str() {
+            return None;
+        }
+        let subject = claims["sub"].as_str()?;
+        let mut info = json!({ "sub": subject, "name": if subject == SUBJECT { NAME } else { "" } });
+        if subject == SUBJECT {
+            info["email"] = EMAIL.into();
+        } else if !subject.starts_with(WITHOUT_EMAIL_PREFIX) {
+            info["email"] = format!("{subject}@svc.localhost").into();
+        }
+        if info.get("email").is_some() {
+            info["email_verified"] = true.into();
+        }
+        Some(info)
     }
 
     /// The OpenID Connect discovery document.
@@ -130,6 +152,7 @@ impl DevIdp {
             "issuer": issuer,
             "authorization_endpoint": format!("{issuer}/authorize"),
             "token_endpoint": format!("{issuer}/token"),
+            "userinfo_endpoint": format!("{issuer}/userinfo"),
             "revocation_endpoint": format!("{issuer}/revoke"),
             "jwks_uri": format!("{issuer}/jwks.json"),
             "response_types_supported": ["code"],
@@ -155,6 +178,7 @@ pub fn routes<S: Clone + Send + Sync + 'static>(idp: Arc<DevIdp>) -> Router<S> {
         .route(&format!("{PATH}/authorize"), get(oauth::authorize))
         .route(&format!("{PATH}/token"), post(oauth::token))
         .route(&format!("{PATH}/revoke"), post(oauth::revoke))
+        .route(&format!("{PATH}/userinfo"), get(oauth::user_info))
         .route_layer(middleware::from_fn(loopback_host))
         .with_state(idp)
 }

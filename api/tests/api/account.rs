@@ -126,7 +126,7 @@ async fn a_new_identity_signs_in_and_finishes_setup(pool: PgPool) {
     for flag in ["HttpOnly", "SameSite=Lax", "Path=/account", "Max-Age=28800"] {
         assert!(session.contains(flag), "{flag} in {session}");
     }
-    assert!(!session.contains("Secure"), "no Secure on loopback: {session}");
+    assert!(!session.contains("Secure"), "no Secure over http: {session}");
     let token = session.trim_start_matches("svc_session=").split(';').next().unwrap();
     assert!(token.len() >= 43);
     let stored: Vec<u8> =
@@ -156,9 +156,24 @@ async fn a_new_identity_signs_in_and_finishes_setup(pool: PgPool) {
         )
         .await;
     assert_eq!(done.status, 303, "{}", done.text());
-    let (name, setup): (Option<String>, bool) =
-        sqlx::query_as("SELECT name, setup_completed_at IS NOT NULL FROM users").fetch_one(&site.pool).await.unwrap();
-    assert_eq!((name.as_deref(), setup), (Some("Ada"), true));
+    let (name, email, setup): (Option<String>, String, bool) =
+        sqlx::query_as("SELECT name, email, setup_completed_at IS NOT NULL FROM users")
+            .fetch_one(&site.pool)
+            .await
+            .unwrap();
+    // The development provider's ID tokens carry no e-mail: it came from UserInfo.
+    assert_eq!((name.as_deref(), email.as_str(), setup), (Some("Ada"), svc_api::devidp::EMAIL, true));
+
+    // The confirmation posted again (a double click, a reload) answers what
+    // the first did: no "slug taken" for the User's own new Workspace.
+    let again = site
+        .post(
+            "/account/setup/confirm",
+            &[("csrf", &csrf), ("name", "Ada"), ("workspace", "Ada's Lab"), ("slug", "ada-s-lab")],
+        )
+        .await;
+    assert_eq!((again.status, again.header("location")), (303, Some("/account")), "{}", again.text());
+    assert_eq!(sqlx::query_scalar::<_, i64>("SELECT count(*) FROM workspaces").fetch_one(&site.pool).await.unwrap(), 1);
     let role: String = sqlx::query_scalar(
         "SELECT m.role::text FROM memberships m JOIN workspaces w ON w.id = m.workspace_id WHERE w.slug = 'ada-s-lab'",
     )
@@ -173,6 +188,9 @@ async fn a_new_identity_signs_in_and_finishes_setup(pool: PgPool) {
     let text = home.text();
     assert!(text.contains(&format!("svc auth login --endpoint {}", site.base)), "{text}");
     assert!(text.contains("Ada&#39;s Lab"), "{text}");
+    // The header greets the User by the name given at setup, not the provider's.
+    assert!(text.contains("Signed in as Ada</span>"), "{text}");
+    assert!(!text.contains(svc_api::devidp::NAME), "{text}");
     assert_eq!(site.get("/account/setup").await.header("location"), Some("/account"), "setup done: straight on");
 
     // Sign-out ends the session server-side.
@@ -183,6 +201,41 @@ async fn a_new_identity_signs_in_and_finishes_setup(pool: PgPool) {
         0
     );
     assert!(site.get("/account").await.text().contains("href=\"/account/sign-in\""));
+}
+
+/// A provider that gives no e-mail address, neither in the ID token nor from
+/// UserInfo: setup asks for it, says why, and records the one typed.
+#[sqlx::test(migrations = "../migrations")]
+async fn setup_asks_for_the_e_mail_address_a_provider_does_not_give(pool: PgPool) {
+    let mut site = Site::start(pool).await;
+    let signed = site.sign_in_at("/account/sign-in?as=new-without-email").await;
+    assert_eq!(signed.status, 303, "{}", signed.text());
+    let form = site.get("/account/setup").await;
+    let text = form.text();
+    assert!(text.contains("name=\"email\" type=\"email\""), "an e-mail field: {text}");
+    assert!(text.contains("did not tell us your e-mail address"), "and why: {text}");
+    let csrf = csrf(&form);
+    let pool = site.pool.clone();
+    let count = |sql| sqlx::query_scalar::<_, i64>(sql).fetch_one(&pool);
+
+    for email in ["", "not an address", "grace@"] {
+        let refused = site
+            .post("/account/setup", &[("csrf", &csrf), ("name", "Grace"), ("email", email), ("workspace", "Navy")])
+            .await;
+        assert_eq!(refused.status, 400, "{email:?}: {}", refused.text());
+        assert!(refused.text().contains("Give your e-mail address."), "{}", refused.text());
+    }
+    let fields = [("csrf", csrf.as_str()), ("name", "Grace"), ("email", "grace@navy.example"), ("workspace", "Navy")];
+    let preview = site.post("/account/setup", &fields).await;
+    assert_eq!(preview.status, 200, "{}", preview.text());
+    assert!(preview.text().contains("grace@navy.example"), "{}", preview.text());
+    assert_eq!(count("SELECT count(*) FROM users").await.unwrap(), 0, "nothing before the confirmation");
+
+    let done = site.post("/account/setup/confirm", &[&fields[..], &[("slug", "navy")]].concat()).await;
+    assert_eq!(done.status, 303, "{}", done.text());
+    let email: String = sqlx::query_scalar("SELECT email FROM users").fetch_one(&site.pool).await.unwrap();
+    assert_eq!(email, "grace@navy.example");
+    assert_eq!(count("SELECT count(*) FROM workspaces WHERE slug = 'navy'").await.unwrap(), 1);
 }
 
 #[sqlx::test(migrations = "../migrations")]
@@ -253,17 +306,25 @@ async fn setup_required_names_the_web_application(pool: PgPool) {
     assert_eq!(error["details"]["setupUrl"], "http://svc.test/account");
 }
 
+/// `Secure` exactly when the service is reached over https: a browser keeps
+/// no `Secure` cookie an http page sets, so over http (off loopback too) the
+/// flag would only break sign-in.
 #[sqlx::test(migrations = "../migrations")]
-async fn cookies_are_secure_off_loopback(pool: PgPool) {
-    // The in-process app's base URL is http://svc.test: not loopback.
-    let app = TestApp::new(pool).await;
-    let request = http::Request::builder().uri("/account/join").body(axum::body::Body::empty()).unwrap();
-    let page = app.send(request).await;
-    assert_eq!(page.status, 200);
-    let cookie = page.header("set-cookie").unwrap();
+async fn cookies_are_secure_exactly_over_https(pool: PgPool) {
+    let cookie_of = |app: TestApp| async move {
+        let request = http::Request::builder().uri("/account/join").body(axum::body::Body::empty()).unwrap();
+        let page = app.send(request).await;
+        assert_eq!(page.status, 200);
+        page.header("set-cookie").unwrap().to_owned()
+    };
+    let https = ServeConfig { public_base_url: Some("https://svc.test".into()), ..config() };
+    let cookie = cookie_of(TestApp::with_config(pool.clone(), https).await).await;
     for flag in ["Secure", "HttpOnly", "SameSite=Lax", "Path=/account"] {
         assert!(cookie.contains(flag), "{flag} in {cookie}");
     }
+    // The in-process app's own base URL is http://svc.test: not loopback, not https.
+    let cookie = cookie_of(TestApp::new(pool).await).await;
+    assert!(!cookie.contains("Secure") && cookie.contains("HttpOnly"), "{cookie}");
 }
 
 #[sqlx::test(migrations = "../migrations")]

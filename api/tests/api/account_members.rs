@@ -298,8 +298,15 @@ async fn api_keys_are_made_through_the_catalog_with_the_session(pool: PgPool) {
     );
     assert_eq!(app.op("identity/status", secret, None, serde_json::json!({})).await.status, 401);
 
-    // A member may not make keys: the catalog's rule, unchanged.
+    // The form is an owner's or admin's: a member is not shown it (nor any
+    // key's rotate or revoke), and the catalog refuses a member's post anyway.
+    assert!(page.text().contains("Create an API key"), "{}", page.text());
     let mut mia = Browser::of(&app, "mia").await;
+    let seen = mia.get(&format!("/account/workspaces/{ws}")).await;
+    assert_eq!(seen.status, 200, "{}", seen.text());
+    for form in ["Create an API key", "/keys\"", "/keys/rotate", "/keys/revoke", "/invites"] {
+        assert!(!seen.text().contains(form), "{form} shown to a member: {}", seen.text());
+    }
     let csrf = mia.csrf().await;
     let refused = mia
         .post(&format!("/account/workspaces/{ws}/keys"), &[("csrf", &csrf), ("name", "x"), ("preset", "operator")])

@@ -87,13 +87,19 @@ pub async fn take_sign_in(pool: &PgPool, binding: &str) -> Result<Option<SignInR
     Ok(store::web_sessions::take_sign_in(&mut conn, &token_hash(binding)).await?)
 }
 
-/// Finishes first-time setup: exactly `svc-api admin user-setup`.
-pub async fn finish_setup(pool: &PgPool, session: &WebSessionRow, name: &str) -> Result<()> {
+/// Finishes first-time setup: exactly `svc-api admin user-setup`, with the
+/// e-mail address the identity provider gave, or `typed_email` where it gave
+/// none (neither in the ID token nor from UserInfo).
+pub async fn finish_setup(pool: &PgPool, session: &WebSessionRow, name: &str, typed_email: &str) -> Result<()> {
     let name = name.trim();
     if name.is_empty() || name.chars().count() > 120 {
         return Err(Problem::invalid("name", "Give a name of 1 to 120 characters.").into());
     }
-    crate::admin::user_setup(pool, &session.issuer, &session.subject, &session.email, Some(name)).await.map_err(
+    let email = if session.email.is_empty() { typed_email.trim() } else { session.email.as_str() };
+    if !crate::validate::is_email(email) {
+        return Err(Problem::invalid("email", "Give your e-mail address.").into());
+    }
+    crate::admin::user_setup(pool, &session.issuer, &session.subject, email, Some(name)).await.map_err(
         |error| match error {
             crate::admin::AdminError::Invalid(message) => Problem::invalid("setup", message).into(),
             crate::admin::AdminError::Database(error) => Error::from(error),

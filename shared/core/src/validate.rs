@@ -60,6 +60,17 @@ impl Validators {
     }
 }
 
+/// Whether `text` is an e-mail address as the contract's `format: email`
+/// states it (identity.status answers a User's `email` under that schema).
+pub fn is_email(text: &str) -> bool {
+    static EMAIL: std::sync::OnceLock<Option<Validator>> = std::sync::OnceLock::new();
+    let schema = serde_json::json!({ "type": "string", "format": "email", "pattern": NO_NUL_PATTERN });
+    EMAIL
+        .get_or_init(|| jsonschema::options().should_validate_formats(true).build(&schema).ok())
+        .as_ref()
+        .is_some_and(|validator| validator.is_valid(&Value::from(text)))
+}
+
 /// Web addresses and origins are declared with a `pattern` (and `format:
 /// uri`) so that clients can check them, but the server checks them itself
 /// ([`crate::chat::check_url`], [`crate::chat::Origin::parse`]) to answer with
@@ -211,6 +222,16 @@ mod tests {
     use svc_contract::catalog::by_id;
 
     use super::*;
+
+    #[test]
+    fn e_mail_addresses_as_the_schema_states_them() {
+        for good in ["ada@example.com", "a.b+c@sub.example.org", "x@localhost"] {
+            assert!(is_email(good), "{good}");
+        }
+        for bad in ["", "ada", "ada@", "@example.com", "ada example@x.org", "ada@exa\0mple.com"] {
+            assert!(!is_email(bad), "{bad:?}");
+        }
+    }
 
     fn issues(op: &str, input: Value) -> Vec<(String, String)> {
         let validators = Validators::new().unwrap();

@@ -1,7 +1,9 @@
 //! The web application's side of OpenID Connect sign-in (Authorization Code
 //! with S256 PKCE, `state` and `nonce`): the provider's endpoints from
-//! discovery, the code exchange, and the ID token checked by the same JWKS and
-//! JWT code as API access tokens.
+//! discovery, the code exchange, the ID token checked by the same JWKS and
+//! JWT code as API access tokens, and the UserInfo endpoint for what the ID
+//! token leaves out (OpenID Connect Core §5.3: many providers give `email`
+//! only there in the code flow).
 
 use std::time::Duration;
 
@@ -40,6 +42,8 @@ struct Endpoints {
     issuer: String,
     authorization_endpoint: String,
     token_endpoint: String,
+    #[serde(default)]
+    userinfo_endpoint: Option<String>,
 }
 
 type HttpClient = Client<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>;
@@ -51,6 +55,16 @@ pub struct RelyingParty {
     /// not stop the API.
     endpoints: tokio::sync::OnceCell<Endpoints>,
     id_tokens: JwtVerifier,
+}
+
+/// What the web application reads of a UserInfo answer.
+#[derive(Deserialize)]
+struct UserInfo {
+    sub: String,
+    #[serde(default)]
+    email: Option<String>,
+    #[serde(default)]
+    name: Option<String>,
 }
 
 /// A sign-in's secrets: `state` and `nonce` travel through the browser, the
@@ -140,8 +154,9 @@ impl RelyingParty {
         Ok(url.into())
     }
 
-    /// Exchanges the code for tokens and returns the checked ID token. The
-    /// error text names what failed, never a token.
+    /// Exchanges the code for tokens and returns the checked ID token, its
+    /// `email` (and `name`) taken from the UserInfo endpoint when the ID
+    /// token has none. The error text names what failed, never a token.
     pub async fn exchange(&self, code: &str, verifier: &str, nonce: &str) -> Result<IdToken, String> {
         let endpoints = self.endpoints().await?;
         // The serializer is not Send: the body is finished before any await.
@@ -169,13 +184,35 @@ impl RelyingParty {
         #[derive(Deserialize)]
         struct Tokens {
             id_token: Option<String>,
+            access_token: Option<String>,
         }
         let tokens: Tokens = serde_json::from_slice(&body).map_err(|_| "the token answer is not JSON".to_owned())?;
         let id_token = tokens.id_token.ok_or("the token answer has no id_token")?;
-        self.id_tokens.verify_id_token(&id_token, nonce).await.map_err(|problem| {
+        let mut identity = self.id_tokens.verify_id_token(&id_token, nonce).await.map_err(|problem| {
             let reason = problem.details.as_ref().and_then(|d| d.get("reason")).and_then(|r| r.as_str());
             format!("the ID token was refused ({})", reason.unwrap_or("invalid"))
-        })
+        })?;
+        if identity.email.as_deref().is_none_or(str::is_empty)
+            && let (Some(url), Some(access_token)) = (&endpoints.userinfo_endpoint, &tokens.access_token)
+        {
+            let claims = self.user_info(url, access_token).await?;
+            // OpenID Connect Core §5.3.2: claims of another subject are not this User's.
+            if claims.sub != identity.subject {
+                return Err("the UserInfo answer names another subject".into());
+            }
+            identity.email = claims.email.filter(|e| !e.is_empty());
+            identity.name = identity.name.or(claims.name);
+        }
+        Ok(identity)
+    }
+
+    /// The UserInfo endpoint's claims for the access token just issued.
+    async fn user_info(&self, url: &str, access_token: &str) -> Result<UserInfo, String> {
+        let request = hyper::Request::get(url)
+            .header(hyper::header::AUTHORIZATION, format!("Bearer {access_token}"))
+            .header(hyper::header::ACCEPT, "application/json");
+        let body = self.send(request, Bytes::new(), url).await?;
+        serde_json::from_slice(&body).map_err(|_| format!("{url}: the UserInfo answer is not a JSON object of claims"))
     }
 
     async fn send(&self, request: http::request::Builder, body: Bytes, url: &str) -> Result<Bytes, String> {

@@ -51,13 +51,15 @@ pub async fn insert(conn: &mut PgConnection, session: &NewWebSession<'_>) -> sql
 
 /// The unexpired session whose token hashes to `token_hash`, unless its User's
 /// sessions were revoked after it began (`svc-api admin user-revoke-sessions`
-/// ends web sessions as it ends tokens).
+/// ends web sessions as it ends tokens). Once the User is set up, its `name`
+/// and `email` are the ones setup recorded, not the provider's.
 #[tracing::instrument(level = "debug", skip_all)]
 pub async fn find(conn: &mut PgConnection, token_hash: &[u8]) -> sqlx::Result<Option<WebSessionRow>> {
     sqlx::query_as!(
         WebSessionRow,
         r#"
-        SELECT s.id, s.issuer, s.subject, s.email, s.name, s.created_at, s.expires_at
+        SELECT s.id, s.issuer, s.subject, COALESCE(u.email, s.email) AS "email!",
+               COALESCE(u.name, s.name) AS name, s.created_at, s.expires_at
         FROM web_sessions s
         LEFT JOIN users u ON u.issuer = s.issuer AND u.subject = s.subject
         WHERE s.token_hash = $1 AND s.expires_at > now()
