@@ -146,7 +146,7 @@ fn operation(op: &'static Operation, action: &str) -> Command {
         .args(flags.iter().map(flags::PropertyFlag::arg))
         .args(named::args(op, &flags))
         .after_help(details(op));
-    if flags.iter().any(|f| f.property == "content") && flags.iter().any(|f| f.property == "digest") {
+    if digest_computed(&flags) {
         command = command.mut_arg("digest", |arg| {
             arg.help("`sha256:` and the hex SHA-256 of the content; computed when omitted, checked when given")
         });
@@ -162,12 +162,20 @@ fn operation(op: &'static Operation, action: &str) -> Command {
     command
 }
 
+/// Whether the client computes `digest` from the content when it is omitted
+/// (contract §14: add, replace).
+fn digest_computed(flags: &[flags::PropertyFlag]) -> bool {
+    flags.iter().any(|f| f.property == "content") && flags.iter().any(|f| f.property == "digest")
+}
+
 /// The usage line: the command, the flags it cannot run without, `[OPTIONS]`.
 /// Stated once here because clap's own line, after a mistake, lists the flags
-/// that were typed as if they were the mandatory ones.
+/// that were typed as if they were the mandatory ones. A digest the client
+/// computes is not among them.
 fn usage(op: &Operation, flags: &[flags::PropertyFlag], replacements: &[named::Replacement]) -> String {
     let mut line = format!("svc {}", op.cli_command);
-    for flag in flags.iter().filter(|f| f.required) {
+    let computed = |f: &&flags::PropertyFlag| f.property == "digest" && digest_computed(flags);
+    for flag in flags.iter().filter(|f| f.required).filter(|f| !computed(f)) {
         let arg = flag.arg();
         let value = arg.get_value_names().and_then(|names| names.first()).map(ToString::to_string);
         let own = match value {
@@ -271,6 +279,19 @@ mod tests {
         assert!(help.contains("(--content <TEXT> | --file <FILE>)"), "{help}");
         let help = long_help("knowledge-source", "replace");
         assert!(help.contains("[required unless --file;"), "{help}");
+    }
+
+    #[test]
+    fn a_digest_the_client_computes_is_not_in_the_usage_line() {
+        for name in ["add", "replace"] {
+            let help = long_help("knowledge-source", name);
+            let usage = help.lines().find(|l| l.starts_with("Usage:")).unwrap();
+            assert!(!usage.contains("--digest"), "{usage}");
+            assert!(help.contains("--digest <TEXT>") && help.contains("computed when omitted"), "{help}");
+        }
+        // Where nothing computes it, a required flag stays in the line.
+        let help = long_help("knowledge-source", "inspect");
+        assert!(help.contains("Usage: svc knowledge-source inspect --agent-id <TEXT> --source-id <TEXT>"), "{help}");
     }
 
     #[test]

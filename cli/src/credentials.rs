@@ -185,14 +185,20 @@ pub fn resolve(ctx: &mut Context) -> Result<Credential, Failure> {
     }
     if let Some(stored) = &profile.session {
         let session = load_session(ctx, stored.location)?;
-        let session =
-            if session.is_expiring() && session.refresh_token.is_some() { refresh(ctx, session)? } else { session };
-        return Ok(Credential { bearer: session.access_token.into(), location: stored.location });
+        return session_credential(ctx, session, stored.location);
     }
     Err(Failure::authentication(
         "missing_credential",
         "No credential: set SVC_API_KEY, run `svc auth login`, or use a profile saved with --save-as.",
     ))
+}
+
+/// A session's access token as a credential, renewed first when it has
+/// expired or is about to (and a refresh token is there to renew it).
+pub fn session_credential(ctx: &mut Context, session: Session, location: Location) -> Result<Credential, Failure> {
+    let session =
+        if session.is_expiring() && session.refresh_token.is_some() { refresh(ctx, session)? } else { session };
+    Ok(Credential { bearer: session.access_token.into(), location })
 }
 
 pub fn load_session(ctx: &Context, location: Location) -> Result<Session, Failure> {

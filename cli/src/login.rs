@@ -17,7 +17,7 @@ use sha2::{Digest, Sha256};
 
 use crate::config::session_account;
 use crate::context::Context;
-use crate::credentials::{Credential, Session, SessionOrigin, Source, TokenAnswer, load_session, save_session};
+use crate::credentials::{Session, SessionOrigin, Source, TokenAnswer, load_session, save_session};
 use crate::outcome::{Failure, Output};
 
 /// How long the browser step may take.
@@ -79,7 +79,7 @@ pub fn login(ctx: &mut Context, open_browser: bool) -> Result<Output, Failure> {
             };
             eprintln!(
                 "{why}\nOpen this address in a browser on this machine (from another machine, forward the port \
-                 first: ssh -L {port}:127.0.0.1:{port} THIS-HOST), or run `svc auth login --no-browser`:\n{url}"
+                 first: ssh -L {port}:127.0.0.1:{port} THIS-HOST):\n{url}"
             );
         }
     }
@@ -123,9 +123,11 @@ pub fn login(ctx: &mut Context, open_browser: bool) -> Result<Output, Failure> {
         ctx.update_profile(|profile| profile.endpoint = Some(endpoint))?;
     }
     let location = save_session(ctx, &session)?;
-    // The answer shows the session just made, whatever would come first later.
+    // The answer shows the session just made, whatever would come first later,
+    // renewed first if its access token already expires (a very short
+    // lifetime, a skewed clock), as for any other command.
     let status = svc_contract::OperationId::IdentityStatus.operation();
-    let signed_in = Credential { bearer: session.access_token.clone().into(), location };
+    let signed_in = crate::credentials::session_credential(ctx, session, location)?;
     let workspace = ctx.workspace()?;
     let envelope = crate::caller::call_as(ctx, status, &json!({}), workspace.as_deref(), &signed_in)?;
     if let Some(warning) = shadowed_warning(ctx)? {

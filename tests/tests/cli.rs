@@ -573,6 +573,25 @@ async fn pkce_login_stores_the_session_and_refreshes_it(pool: PgPool) {
     api.stop().await;
 }
 
+/// An access token that expires as soon as it is issued (a lifetime shorter
+/// than the client's margin, as with a skewed clock): login's own check goes
+/// through the refresh every other command uses, instead of presenting a
+/// token that is already out of date.
+#[sqlx::test(migrations = false)]
+async fn login_renews_an_access_token_that_expires_at_once(pool: PgPool) {
+    let database = migrated_database(&pool).await;
+    let provider = Provider::start("frank", Duration::from_secs(2)).await;
+    provider.set_up_user(&database, "frank").await;
+    let api = provider.api(&database).await;
+    let cli = Cli::new("short-lived");
+
+    let run = login(&cli, &api, &[]).await.expect(0);
+    assert_eq!(run.json()["data"]["auth"]["mode"], "user", "{run:?}");
+    assert_eq!(provider.grants("authorization_code"), 1);
+    assert_eq!(provider.grants("refresh_token"), 1, "login renewed the token before using it");
+    api.stop().await;
+}
+
 /// Without a display, or when the opener fails, login prints the address to
 /// open (and still completes) instead of waiting for a browser that never came.
 #[sqlx::test(migrations = false)]
@@ -586,6 +605,8 @@ async fn login_without_a_display_prints_the_address(pool: PgPool) {
     let cli = Cli::new("headless");
     let run = sign_in(&cli, &api, &[], &[], |c| c).await.expect(0);
     assert!(run.stderr.contains("No display was found") && !run.stderr.contains("Opened a browser"), "{run:?}");
+    // The address is printed already: no advice to ask for it again.
+    assert!(!run.stderr.contains("--no-browser"), "{run:?}");
     assert_eq!(run.json()["data"]["auth"]["mode"], "user");
 
     // A display, but the opener fails.
