@@ -42,7 +42,7 @@ async fn main() -> ExitCode {
     match run(cli.command).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
-            tracing::error!("{error:#}");
+            tracing::error!("{}", svc_core::error::chain(error.as_ref()));
             ExitCode::FAILURE
         }
     }

@@ -18,10 +18,11 @@ fn repository() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_owned()
 }
 
-/// The shell blocks of the README's quick start, joined.
-fn quick_start(readme: &str) -> String {
-    let start = readme.find("<!-- quickstart -->").expect("the README marks its quick start");
-    let end = readme.find("<!-- /quickstart -->").expect("the README marks the quick start's end");
+/// The shell blocks of the README between `<!-- NAME -->` and `<!-- /NAME -->`,
+/// joined.
+fn marked(readme: &str, name: &str) -> String {
+    let start = readme.find(&format!("<!-- {name} -->")).unwrap_or_else(|| panic!("the README marks its {name} blocks"));
+    let end = readme.find(&format!("<!-- /{name} -->")).unwrap_or_else(|| panic!("the README marks where {name} ends"));
     let mut script = String::new();
     let mut in_block = false;
     for line in readme[start..end].lines() {
@@ -35,13 +36,53 @@ fn quick_start(readme: &str) -> String {
             _ => {}
         }
     }
-    assert!(!script.is_empty(), "the quick start has shell blocks");
+    assert!(!script.is_empty(), "the {name} part has shell blocks");
     script
+}
+
+fn quick_start(readme: &str) -> String {
+    marked(readme, "quickstart")
+}
+
+/// `deploy/run-local` on this test's (unmigrated) database, a free port and a
+/// queue namespace of its own, logging as JSON, its env file in `dir`; once
+/// the API and the worker are up.
+async fn run_local(pool: &PgPool, dir: &Path) -> (Spawned, String) {
+    let env_file = dir.join(".svc-dev.env");
+    let database = database_url(pool);
+    let bind = format!("127.0.0.1:{}", free_port());
+    let queue = namespace();
+    let local = Spawned::start_group(
+        &repository().join("deploy/run-local"),
+        &[
+            ("DATABASE_URL", database.as_str()),
+            ("SVC_BIND", bind.as_str()),
+            ("SVC_QUEUE_NAMESPACE", queue.as_str()),
+            ("SVC_WORKER_METRICS_BIND", "127.0.0.1:0"),
+            ("SVC_DEV_ENV_FILE", env_file.to_str().unwrap()),
+            ("SVC_LOG_FORMAT", "json"),
+            ("SQLX_OFFLINE", "true"),
+        ],
+    );
+    let wait = async {
+        while !local.logs().contains("svc-api listening") || !local.logs().contains("svc-worker started") {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    };
+    if tokio::time::timeout(Duration::from_secs(600), wait).await.is_err() {
+        panic!("deploy/run-local did not start the service:\n{}", local.logs());
+    }
+    (local, bind)
 }
 
 /// Runs `script` in bash in `dir`, with `curl` wrapped to dump each response's
 /// headers into `dir/headers/` (to learn every request id the quick start got).
 async fn run_script(dir: &Path, script: &str) -> (bool, String, String) {
+    run_in(dir, script, &[]).await
+}
+
+/// [`run_script`] with `envs` set besides (`PATH` is prefixed, not replaced).
+async fn run_in(dir: &Path, script: &str, envs: &[(&str, String)]) -> (bool, String, String) {
     let real_curl = which("curl");
     let bin = dir.join("bin");
     let headers = dir.join("headers");
@@ -51,8 +92,16 @@ async fn run_script(dir: &Path, script: &str) -> (bool, String, String) {
         format!("#!/bin/sh\nexec {} -D \"{}/$$-$(date +%s%N)\" \"$@\"\n", real_curl.display(), headers.display());
     std::fs::write(bin.join("curl"), wrapper).unwrap();
     std::process::Command::new("chmod").args(["+x", bin.join("curl").to_str().unwrap()]).status().unwrap();
-    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
-    let child = tokio::process::Command::new("bash")
+    let mut path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
+    let mut command = tokio::process::Command::new("bash");
+    for (name, value) in envs {
+        if *name == "PATH" {
+            path = format!("{value}:{path}");
+        } else {
+            command.env(name, value);
+        }
+    }
+    let child = command
         .args(["-euo", "pipefail", "-c", script])
         .current_dir(dir)
         .env("PATH", path)
@@ -118,32 +167,7 @@ async fn the_readme_quick_start_runs_as_written(pool: PgPool) {
     let temp = svc_tests::TempDir::new("svc-quickstart");
     let dir = temp.path().to_owned();
     let env_file = dir.join(".svc-dev.env");
-
-    // The one command, on this test's (unmigrated) database, a free port and a
-    // queue namespace of its own; logs as JSON to be read back.
-    let database = database_url(&pool);
-    let bind = format!("127.0.0.1:{}", free_port());
-    let queue = namespace();
-    let mut local = Spawned::start_group(
-        &repo.join("deploy/run-local"),
-        &[
-            ("DATABASE_URL", database.as_str()),
-            ("SVC_BIND", bind.as_str()),
-            ("SVC_QUEUE_NAMESPACE", queue.as_str()),
-            ("SVC_WORKER_METRICS_BIND", "127.0.0.1:0"),
-            ("SVC_DEV_ENV_FILE", env_file.to_str().unwrap()),
-            ("SVC_LOG_FORMAT", "json"),
-            ("SQLX_OFFLINE", "true"),
-        ],
-    );
-    let wait = async {
-        while !local.logs().contains("svc-api listening") || !local.logs().contains("svc-worker started") {
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-    };
-    if tokio::time::timeout(Duration::from_secs(600), wait).await.is_err() {
-        panic!("deploy/run-local did not start the service:\n{}", local.logs());
-    }
+    let (mut local, bind) = run_local(&pool, &dir).await;
 
     let (ok, stdout, stderr) = run_script(&dir, &script).await;
     assert!(ok, "the quick start failed:\nstdout:\n{stdout}\nstderr:\n{stderr}\nservice:\n{}", local.logs());
@@ -207,4 +231,54 @@ async fn the_readme_quick_start_runs_as_written(pool: PgPool) {
     }
     assert!(!log.contains("Bearer "), "a credential header reached the log");
     assert!(!lines.iter().any(|l| l["level"] == "ERROR"), "an error was logged:\n{log}");
+}
+
+/// The README's Widget section after its quick start, as a newcomer goes on:
+/// the commands that allow an origin and print the manifest, then the
+/// tarball built from this repository (at its root) and installed into a
+/// site's folder. Then an operator command from a second terminal: a fresh
+/// shell that has only sourced `.svc-dev.env` reaches the database
+/// `deploy/run-local` serves.
+#[sqlx::test(migrations = false)]
+async fn the_readme_widget_and_operator_commands_run_as_written(pool: PgPool) {
+    let repo = repository();
+    let readme = std::fs::read_to_string(repo.join("README.md")).unwrap();
+    let temp = svc_tests::TempDir::new("svc-readme-widget");
+    let dir = temp.path().to_owned();
+    let site = dir.join("site");
+    std::fs::create_dir_all(&site).unwrap();
+    let (mut local, bind) = run_local(&pool, &dir).await;
+
+    let script = format!(
+        "{}\ncd {}\n{}",
+        quick_start(&readme),
+        repo.display(),
+        marked(&readme, "widget")
+    );
+    let bins = repo.join("target/debug").display().to_string();
+    let envs = [("PATH", bins.clone()), ("SITE", site.display().to_string())];
+    let (ok, stdout, stderr) = run_in(&dir, &script, &envs).await;
+    assert!(ok, "the Widget section failed:\nstdout:\n{stdout}\nstderr:\n{stderr}\nservice:\n{}", local.logs());
+    assert!(stdout.contains(&format!("\"chat\": \"http://{bind}/chat/agt_")), "{stdout}");
+    assert!(stdout.contains("\"packageName\": \"svc-widget-react\""), "{stdout}");
+    let installed = site.join("node_modules/svc-widget-react/package.json");
+    assert!(installed.exists(), "the tarball is installed in the site's folder: {stdout}\n{stderr}");
+
+    // A second terminal: nothing but PATH and HOME, then the block.
+    let operator = marked(&readme, "operator");
+    let child = tokio::process::Command::new("bash")
+        .args(["-euo", "pipefail", "-c", &operator])
+        .current_dir(&dir)
+        .env_clear()
+        .env("PATH", format!("{bins}:/usr/bin:/bin"))
+        .env("HOME", &dir)
+        .kill_on_drop(true)
+        .output();
+    let output = tokio::time::timeout(Duration::from_secs(60), child).await.expect("the command ends").unwrap();
+    let (stdout, stderr) = (String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
+    assert!(output.status.success(), "the operator command failed:\n{stdout}\n{stderr}");
+    let plan: Value = serde_json::from_str(stdout.trim()).unwrap();
+    assert_eq!(plan["plan"], "pro", "{plan}");
+
+    local.signal("INT").await;
 }

@@ -35,7 +35,7 @@ async fn main() -> ExitCode {
     match run(config).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
-            tracing::error!("{error:#}");
+            tracing::error!("{}", svc_core::error::chain(error.as_ref()));
             ExitCode::FAILURE
         }
     }

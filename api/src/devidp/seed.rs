@@ -37,6 +37,8 @@ pub struct DevSeed {
     pub api_key_prefix: String,
     pub api_key: SecretString,
     pub token: SecretString,
+    /// The API's `DATABASE_URL`, for operator commands from another shell.
+    pub database_url: SecretString,
     /// Where the env file was written, as an absolute path.
     pub env_file: PathBuf,
 }
@@ -81,6 +83,7 @@ pub async fn prepare(state: &AppState, config: &ServeConfig) -> anyhow::Result<D
         api_key_prefix: text(&created.data["apiKey"]["keyPrefix"])?,
         api_key: SecretString::from(text(&created.data["secret"])?),
         token: SecretString::from(env_token),
+        database_url: SecretString::from(config.database.url().to_owned()),
         env_file,
     };
     write_env_file(&seed.env_file, &env_file_text(&seed))?;
@@ -178,6 +181,8 @@ fn env_file_text(seed: &DevSeed) -> String {
     text.push_str(&export("SVC_TOKEN", seed.token.expose_secret()));
     text.push_str("# An operator Workspace API key; the next start revokes it and writes a new one.\n");
     text.push_str(&export("SVC_API_KEY", seed.api_key.expose_secret()));
+    text.push_str("# The database this API serves, so `svc-api admin ...` from another terminal reaches it.\n");
+    text.push_str(&export("DATABASE_URL", seed.database_url.expose_secret()));
     text.push_str(
         "#
 # Next:

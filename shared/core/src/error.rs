@@ -118,8 +118,9 @@ pub fn chain(error: &(dyn std::error::Error + 'static)) -> String {
     let mut source = error.source();
     while let Some(cause) = source {
         let cause_text = cause.to_string();
-        // thiserror's `{0}` already shows the first cause: say it once.
-        if !text.ends_with(&cause_text) {
+        // A wrapper's message often quotes its cause (thiserror's `{0}`,
+        // sqlx's "error returned from database: ..."): say it once.
+        if !text.contains(&cause_text) {
             text.push_str(": ");
             text.push_str(&cause_text);
         }
@@ -226,6 +227,21 @@ mod tests {
         let bug = Error::from(sqlx::Error::Decode("bad".into())).into_problem();
         assert_eq!(bug.http_status(), 500);
         assert!(!bug.unavailable);
+    }
+
+    #[test]
+    fn a_cause_quoted_inside_its_wrapper_is_said_once() {
+        #[derive(Debug, thiserror::Error)]
+        #[error("role \"x\" does not exist at line 7")]
+        struct Inner;
+        #[derive(Debug, thiserror::Error)]
+        #[error("error returned from database: {0}")]
+        struct Middle(#[source] Inner);
+        #[derive(Debug, thiserror::Error)]
+        #[error("database: {0}")]
+        struct Outer(#[source] Middle);
+        let text = chain(&Outer(Middle(Inner)));
+        assert_eq!(text, "database: error returned from database: role \"x\" does not exist at line 7");
     }
 
     #[test]
