@@ -21,7 +21,8 @@ fn repository() -> PathBuf {
 /// The shell blocks of the README between `<!-- NAME -->` and `<!-- /NAME -->`,
 /// joined.
 fn marked(readme: &str, name: &str) -> String {
-    let start = readme.find(&format!("<!-- {name} -->")).unwrap_or_else(|| panic!("the README marks its {name} blocks"));
+    let start =
+        readme.find(&format!("<!-- {name} -->")).unwrap_or_else(|| panic!("the README marks its {name} blocks"));
     let end = readme.find(&format!("<!-- /{name} -->")).unwrap_or_else(|| panic!("the README marks where {name} ends"));
     let mut script = String::new();
     let mut in_block = false;
@@ -101,12 +102,8 @@ async fn run_in(dir: &Path, script: &str, envs: &[(&str, String)]) -> (bool, Str
             command.env(name, value);
         }
     }
-    let child = command
-        .args(["-euo", "pipefail", "-c", script])
-        .current_dir(dir)
-        .env("PATH", path)
-        .kill_on_drop(true)
-        .output();
+    let child =
+        command.args(["-euo", "pipefail", "-c", script]).current_dir(dir).env("PATH", path).kill_on_drop(true).output();
     let output = tokio::time::timeout(Duration::from_secs(180), child).await.expect("the quick start ends").unwrap();
     (
         output.status.success(),
@@ -249,12 +246,7 @@ async fn the_readme_widget_and_operator_commands_run_as_written(pool: PgPool) {
     std::fs::create_dir_all(&site).unwrap();
     let (mut local, bind) = run_local(&pool, &dir).await;
 
-    let script = format!(
-        "{}\ncd {}\n{}",
-        quick_start(&readme),
-        repo.display(),
-        marked(&readme, "widget")
-    );
+    let script = format!("{}\ncd {}\n{}", quick_start(&readme), repo.display(), marked(&readme, "widget"));
     let bins = repo.join("target/debug").display().to_string();
     let envs = [("PATH", bins.clone()), ("SITE", site.display().to_string())];
     let (ok, stdout, stderr) = run_in(&dir, &script, &envs).await;

@@ -41,7 +41,9 @@ pub async fn show(State(state): State<AppState>, Path(workspace): Path<String>, 
             .iter()
             .map(|s| {
                 let s = s.as_str();
-                format!("<li><label><input type=\"checkbox\" name=\"scopes\" value=\"{s}\"> <code>{s}</code></label></li>")
+                format!(
+                    "<li><label><input type=\"checkbox\" name=\"scopes\" value=\"{s}\"> <code>{s}</code></label></li>"
+                )
             })
             .collect();
         render(
