@@ -215,10 +215,9 @@ async fn operator_commands_print_json_and_fail_loudly(pool: PgPool) {
     // A database that refuses the connection: its error, said once.
     let nobody = database.replacen("postgres://postgres@", "postgres://svc_no_such_role@", 1);
     assert_ne!(nobody, database);
-    let (status, _, stderr) = run("svc-api", &["admin", "plan-set", "--workspace", "ops", "--plan", "pro"], &[
-        ("DATABASE_URL", &nobody),
-    ])
-    .await;
+    let (status, _, stderr) =
+        run("svc-api", &["admin", "plan-set", "--workspace", "ops", "--plan", "pro"], &[("DATABASE_URL", &nobody)])
+            .await;
     assert!(!status.success());
     assert_eq!(stderr.matches("role \"svc_no_such_role\" does not exist").count(), 1, "{stderr}");
     assert!(api.terminate().await.success());

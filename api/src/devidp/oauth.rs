@@ -331,14 +331,13 @@ fn issue(idp: &DevIdp, subject: &str, scope: &str, nonce: Option<&str>) -> Resul
 /// `GET /dev/oidc/userinfo` with `Authorization: Bearer <access token>`: the
 /// User's claims (OpenID Connect Core §5.3), or 401 (RFC 6750 §3).
 pub async fn user_info(State(idp): State<Arc<DevIdp>>, headers: HeaderMap) -> Response {
-    let token = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "));
+    let token =
+        headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(|v| v.strip_prefix("Bearer "));
     match token.and_then(|token| idp.user_info(token)) {
         Some(claims) => ([(header::CACHE_CONTROL, "no-store")], Json(claims)).into_response(),
-        None => (StatusCode::UNAUTHORIZED, [(header::WWW_AUTHENTICATE, "Bearer error=\"invalid_token\"")])
-            .into_response(),
+        None => {
+            (StatusCode::UNAUTHORIZED, [(header::WWW_AUTHENTICATE, "Bearer error=\"invalid_token\"")]).into_response()
+        }
     }
 }
 

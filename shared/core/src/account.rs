@@ -99,12 +99,12 @@ pub async fn finish_setup(pool: &PgPool, session: &WebSessionRow, name: &str, ty
     if !crate::validate::is_email(email) {
         return Err(Problem::invalid("email", "Give your e-mail address.").into());
     }
-    crate::admin::user_setup(pool, &session.issuer, &session.subject, email, Some(name)).await.map_err(
-        |error| match error {
+    crate::admin::user_setup(pool, &session.issuer, &session.subject, email, Some(name)).await.map_err(|error| {
+        match error {
             crate::admin::AdminError::Invalid(message) => Problem::invalid("setup", message).into(),
             crate::admin::AdminError::Database(error) => Error::from(error),
-        },
-    )?;
+        }
+    })?;
     Ok(())
 }
 
