@@ -1,5 +1,6 @@
-//! Readiness: whether PostgreSQL (migrated for this binary) and Redis are reachable, watched every two
-//! seconds and logged the moment it changes; served with the metrics.
+//! Readiness: whether PostgreSQL (migrated for this binary) and Redis answer
+//! within `runtime::READY_TIMEOUT`, watched every two seconds and logged the
+//! moment it changes; served with the metrics.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -37,19 +38,11 @@ impl Readiness {
 pub async fn watch(pool: PgPool, redis: redis::Client, readiness: Arc<Readiness>, stop: CancellationToken) {
     let mut first = true;
     loop {
-        let database = tokio::time::timeout(EVERY, runtime::schema(&pool)).await;
-        let database = match database {
-            Ok(Ok(Schema::Current)) => Ok(()),
-            Ok(Ok(schema)) => Err(format!("the database schema is {}: run `svc-api migrate`", schema.as_str())),
-            Ok(Err(error)) => Err(svc_core::error::chain(&error)),
-            Err(_) => Err("no answer within 2 s".to_owned()),
-        };
-        let redis = tokio::time::timeout(EVERY, ping(&redis)).await;
-        let redis = match redis {
-            Ok(Ok(())) => Ok(()),
-            Ok(Err(error)) => Err(error.to_string()),
-            Err(_) => Err("no answer within 2 s".to_owned()),
-        };
+        let (database, redis) = tokio::join!(runtime::check_database(&pool), runtime::check_redis(&redis));
+        let database = database.and_then(|schema| match schema {
+            Schema::Current => Ok(()),
+            schema => Err(format!("the database schema is {}: run `svc-api migrate`", schema.as_str())),
+        });
         for (flag, name, result) in [(&readiness.database, "PostgreSQL", database), (&readiness.redis, "Redis", redis)]
         {
             let before = flag.swap(result.is_ok(), Ordering::Relaxed);
@@ -65,11 +58,6 @@ pub async fn watch(pool: PgPool, redis: redis::Client, readiness: Arc<Readiness>
             () = tokio::time::sleep(EVERY) => {}
         }
     }
-}
-
-async fn ping(client: &redis::Client) -> redis::RedisResult<()> {
-    let mut conn = client.get_multiplexed_async_connection().await?;
-    redis::cmd("PING").query_async::<String>(&mut conn).await.map(|_| ())
 }
 
 #[derive(Clone)]

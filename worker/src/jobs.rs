@@ -4,11 +4,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use apalis::prelude::{BoxDynError, Data};
-use backon::{ExponentialBuilder, Retryable};
 use sqlx::PgPool;
 use svc_core::error::chain;
 use svc_core::jobs::{Job, Queue};
-use svc_core::knowledge::{self, Outcome, Processing};
+use svc_core::knowledge::{self, OnSettled, Outcome, Processing, Settled};
 use svc_core::reconcile;
 use tokio_util::sync::CancellationToken;
 
@@ -25,29 +24,6 @@ pub struct Context {
     pub stopping: CancellationToken,
 }
 
-/// Tries within one job before giving the work back: the work is in
-/// PostgreSQL, and the sweeper sends its job again once nobody holds it.
-fn retries() -> ExponentialBuilder {
-    ExponentialBuilder::default()
-        .with_min_delay(Duration::from_millis(200))
-        .with_max_delay(Duration::from_secs(3))
-        .with_max_times(4)
-}
-
-/// `work` for `job`, tried again after a transient failure ([`retries`]).
-async fn retried<T, Fut>(job: Job, work: impl FnMut() -> Fut) -> Result<T, svc_core::error::Error>
-where
-    Fut: Future<Output = Result<T, svc_core::error::Error>>,
-{
-    work.retry(retries())
-        .when(|error| error.fault().is_transient())
-        .notify(|error, delay| {
-            svc_core::faults::retried(svc_core::faults::Retry::Work);
-            tracing::warn!(?job, error = %chain(error), ?delay, "job failed; retrying");
-        })
-        .await
-}
-
 /// Revisions one wake-up processes before it hands its job slot back: it then
 /// wakes another at the back of the queue, so that other jobs (reconcile
 /// runs) take their turn in a long backlog, and a stopping worker lets go
@@ -58,11 +34,11 @@ pub const REVISIONS_PER_WAKE_UP: usize = 32;
 /// it wakes another.
 const PAUSE_AFTER_AN_ERROR: Duration = Duration::from_secs(2);
 
-/// Runs one job. A transient failure before the work was taken (the database
-/// unreachable, a lock held by another) is retried with exponential backoff;
-/// once taken, processing retries its own steps (see `knowledge::process`), and
-/// only attempts cut short by the content or by a crash count towards the
-/// limit in PostgreSQL. The job itself is always acknowledged: apalis's own
+/// Runs one job. A failure worth waiting for (the database unreachable, a
+/// lock held by another: `svc_core::retry`) is tried again with exponential
+/// backoff; once taken, processing retries its own steps by the same rule
+/// (see `knowledge::process`), and only attempts cut short by the content
+/// (a statement timeout) or by a crash count towards the limit in PostgreSQL. The job itself is always acknowledged: apalis's own
 /// retries are unbounded in practice, and PostgreSQL, not Redis, decides what
 /// is left to do.
 pub async fn handle(job: Job, context: Data<Arc<Context>>) -> Result<(), BoxDynError> {
@@ -70,7 +46,7 @@ pub async fn handle(job: Job, context: Data<Arc<Context>>) -> Result<(), BoxDynE
         Job::ProcessRevision { .. } => wake_up(&context, job).await,
         Job::ApplyReconcile { run } => {
             let started = Instant::now();
-            let result = retried(job, || apply(&context, run)).await;
+            let result = svc_core::retry::work(job, || apply(&context, run)).await;
             context.metrics.job(ended(job, result), started.elapsed());
         }
     }
@@ -88,7 +64,7 @@ async fn wake_up(context: &Context, job: Job) {
     let mut taken = 0;
     loop {
         let started = Instant::now();
-        let result = retried(job, || knowledge::take_next(&context.pool, &context.processing)).await;
+        let result = svc_core::retry::work(job, || knowledge::take_next(&context.pool, &context.processing)).await;
         // `None`: nothing is left that nobody holds.
         let Some(outcome) = result.transpose() else {
             if taken == 0 {
@@ -112,6 +88,16 @@ async fn wake_up(context: &Context, job: Job) {
             return;
         }
     }
+}
+
+/// Where attempts cut short are counted once settled: a promotion that
+/// committed as processed, an attempt handed back as retried.
+pub fn settled_into(metrics: Arc<Metrics>) -> OnSettled {
+    OnSettled::new(move |settled| match settled {
+        Settled::Promoted => metrics.counted(JobOutcome::Processed),
+        Settled::HandedBack => metrics.counted(JobOutcome::Retried),
+        Settled::Nothing => {}
+    })
 }
 
 /// The metrics' outcome of a job (or of one revision of a wake-up), logged.

@@ -56,7 +56,7 @@ async fn run(config: Config) -> anyhow::Result<()> {
     let timeouts = runtime::Timeouts::SERVING.idle_in_transaction((lease / 2).max(Duration::from_secs(1)));
     let pool = runtime::connect(config.database_url(), "svc-worker", connections, timeouts)?;
     let queue = Queue::new(config.redis_url(), &config.queue_namespace)?;
-    let redis = redis::Client::open(config.redis_url())?;
+    let redis = svc_core::jobs::redis_client(config.redis_url())?;
     let stop = CancellationToken::new();
     let metrics = Arc::new(Metrics::default());
     let readiness = Arc::new(Readiness::default());
@@ -66,6 +66,7 @@ async fn run(config: Config) -> anyhow::Result<()> {
     tasks.spawn(server);
     tasks.spawn(health::watch(pool.clone(), redis, readiness, stop.clone()));
     let sweep = Sweep {
+        holder: format!("{}/sweeper", worker_name(0)),
         requeue_after: Config::secs(config.requeue_after_secs),
         deadline: Config::secs(config.processing_deadline_secs),
         keep_finished: Config::secs(config.keep_finished_jobs_secs),
@@ -97,6 +98,7 @@ async fn run(config: Config) -> anyhow::Result<()> {
             max_attempts: config.max_attempts.max(1),
             deadline: Config::secs(config.processing_deadline_secs),
             choosing: Default::default(),
+            on_settled: jobs::settled_into(metrics.clone()),
         },
         metrics,
         stopping: stopping.clone(),

@@ -80,6 +80,12 @@ impl Metrics {
         self.durations.observe(took.as_secs_f64());
     }
 
+    /// A job's outcome learned after the job itself was gone (an attempt cut
+    /// short and settled in the background): counted, with no duration.
+    pub fn counted(&self, outcome: JobOutcome) {
+        self.jobs.get_or_create(&[("outcome", outcome.as_str())]).inc();
+    }
+
     pub fn swept(&self, requeued: usize, timed_out: usize) {
         self.requeued.inc_by(requeued as u64);
         self.timed_out.inc_by(timed_out as u64);

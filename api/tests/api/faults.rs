@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use sqlx::PgPool;
 use svc_core::ids::RevisionId;
-use svc_core::knowledge::{Outcome, Processing, process};
+use svc_core::knowledge::{OnSettled, Outcome, Processing, Settled, process, take_next};
 use svc_core::runtime::{Timeouts, connect};
 
 use crate::helpers::{Tenant, TestApp, TestUser, assert_ok, config};
@@ -230,6 +230,7 @@ fn processing(max_attempts: i32) -> Processing {
         max_attempts,
         deadline: Duration::from_secs(900),
         choosing: Default::default(),
+        on_settled: Default::default(),
     }
 }
 
@@ -243,6 +244,25 @@ async fn attempts_of(pool: &PgPool, revision: RevisionId) -> (String, i32) {
         .fetch_one(pool)
         .await
         .unwrap()
+}
+
+/// Waits until `sql` (a boolean) holds: an event seen in PostgreSQL (a lock
+/// waited on in `pg_stat_activity`, a row changed), never a fixed delay.
+async fn until(pool: &PgPool, sql: &str) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !sqlx::query_scalar::<_, bool>(sqlx::AssertSqlSafe(sql.to_owned())).fetch_one(pool).await.unwrap() {
+        assert!(Instant::now() < deadline, "never saw: {sql}");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+/// The worker's pool has a statement waiting on a lock of one of `kinds`
+/// (`relation`, `transactionid` for a row, `advisory`).
+fn waiting_on(kinds: &str) -> String {
+    format!(
+        "SELECT count(*) > 0 FROM pg_stat_activity WHERE application_name = 'svc-worker-faults'
+         AND wait_event_type = 'Lock' AND wait_event IN ({kinds})"
+    )
 }
 
 /// A Tenant with one source whose revision is pending.
@@ -291,15 +311,20 @@ async fn contention_is_retried_within_one_attempt(pool: PgPool) {
     let worker = worker_pool(&pool, timeouts);
     let processing = processing(2);
     let running = tokio::spawn(async move { process(&worker, revision, &processing).await });
-    // Let it meet several lock timeouts, then let go.
-    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    // Let it meet several lock timeouts (each retried within the attempt), then let go.
+    let before = svc_core::faults::retries(svc_core::faults::Retry::Work);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while svc_core::faults::retries(svc_core::faults::Retry::Work) < before + 3 {
+        assert!(Instant::now() < deadline, "the attempt never retried");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
     holder.rollback().await.unwrap();
     assert_eq!(running.await.unwrap().unwrap(), Outcome::Promoted);
     assert_eq!(attempts_of(&pool, revision).await, ("active".to_owned(), 1));
 }
 
 /// An attempt whose lease was taken meanwhile (it ran out while the attempt was
-/// stuck, and another attempt started) stops retrying and writes nothing.
+/// stuck, and another attempt started) stops at once and writes nothing.
 #[sqlx::test(migrations = "../migrations")]
 async fn an_attempt_that_lost_its_lease_midway_writes_nothing(pool: PgPool) {
     let (_s, revision) = pending_revision(&pool).await;
@@ -308,7 +333,7 @@ async fn an_attempt_that_lost_its_lease_midway_writes_nothing(pool: PgPool) {
     let worker = worker_pool(&pool, timeouts);
     let processing = processing(5);
     let running = tokio::spawn(async move { process(&worker, revision, &processing).await });
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    until(&pool, &waiting_on("'relation'")).await;
     // Another replica's attempt takes the revision over.
     sqlx::query(
         "UPDATE knowledge_revisions SET lease_owner = 'other/1', lease_until = now() + interval '1 hour' WHERE id = $1",
@@ -317,13 +342,13 @@ async fn an_attempt_that_lost_its_lease_midway_writes_nothing(pool: PgPool) {
     .execute(&pool)
     .await
     .unwrap();
-    // The renewal (every lease / 3) finds the lease gone; then the lock is freed.
-    // Once its renewal finds the lease taken, it stops retrying: it ends while
-    // the lock is still held (it would otherwise retry until the deadline).
+    // The renewal (every lease / 3) finds the lease gone: the attempt stops
+    // while the lock is still held (it would otherwise retry until the
+    // deadline), and skips the revision, now another's.
     let outcome = tokio::time::timeout(Duration::from_secs(10), running).await;
     holder.rollback().await.unwrap();
-    let outcome = outcome.expect("the attempt gave up once its lease was taken").unwrap();
-    assert!(outcome.is_err(), "{outcome:?}");
+    let outcome = outcome.expect("the attempt stopped once its lease was taken").unwrap();
+    assert_eq!(outcome.unwrap(), Outcome::Skipped);
     let (state, _) = attempts_of(&pool, revision).await;
     assert_eq!(state, "processing", "still the other attempt's");
     let owner: String = sqlx::query_scalar("SELECT lease_owner FROM knowledge_revisions WHERE id = $1")
@@ -403,30 +428,121 @@ async fn a_statement_timeout_ends_the_attempt_and_counts(pool: PgPool) {
     assert_eq!(process(&worker, revision, &processing).await.unwrap(), Outcome::Failed("internal"));
 }
 
-/// A job that panics or is dropped in the middle of its attempt (apalis
-/// catches the panic and drops the job's future) leaves its attempt counted
-/// and stops renewing its lease: the lease runs out, and the next job takes
-/// the revision (here, past the limit of one attempt, failing it `internal`).
+/// Where an attempt is cut short by its own worker (its job's future dropped:
+/// a queue consumer's restart, a shutdown).
+#[derive(Clone, Copy, Debug)]
+enum Cut {
+    /// While its claim waits for the source another transaction holds.
+    Claim,
+    /// While its index write waits for a lock on the passages.
+    IndexWrite,
+    /// While its promotion's COMMIT waits (a deferred trigger waits for an
+    /// advisory lock the test holds).
+    Commit,
+}
+
+/// An attempt cut short at each await point of the job runner's
+/// `take_next` (the worker's wake-up) ends in exactly one of two states:
+/// handed back uncounted (its lease given up at once), or promoted and
+/// counted, as its COMMIT really went; and the worker's metrics hook hears
+/// that outcome exactly once.
 #[sqlx::test(migrations = "../migrations")]
-async fn an_attempt_dropped_midway_stops_renewing_its_lease(pool: PgPool) {
+async fn an_attempt_cut_short_at_any_await_point_is_handed_back_or_counted_as_promoted(pool: PgPool) {
+    for cut in [Cut::Claim, Cut::IndexWrite, Cut::Commit] {
+        let (_s, revision) = pending_revision(&pool).await;
+        let (told, mut heard) = tokio::sync::mpsc::unbounded_channel();
+        let processing = Processing {
+            on_settled: OnSettled::new(move |settled| {
+                let _ = told.send(settled);
+            }),
+            ..processing(1)
+        };
+        let worker = worker_pool(&pool, Timeouts::SERVING);
+        let mut holder = pool_begin(&pool).await;
+        let mut advisory = svc_core::runtime::connection(&pool).await.unwrap();
+        let wait_for = match cut {
+            Cut::Claim => {
+                sqlx::query("SELECT 1 FROM knowledge_sources FOR UPDATE").execute(&mut *holder).await.unwrap();
+                "'transactionid', 'tuple'"
+            }
+            Cut::IndexWrite => {
+                sqlx::query("LOCK TABLE knowledge_passages IN SHARE MODE").execute(&mut *holder).await.unwrap();
+                "'relation'"
+            }
+            Cut::Commit => {
+                for statement in [
+                    "CREATE OR REPLACE FUNCTION wait_at_commit() RETURNS trigger LANGUAGE plpgsql AS $$
+                     BEGIN PERFORM pg_advisory_xact_lock(4242); RETURN NULL; END $$",
+                    "CREATE CONSTRAINT TRIGGER wait_at_commit AFTER UPDATE ON knowledge_revisions
+                     DEFERRABLE INITIALLY DEFERRED FOR EACH ROW WHEN (NEW.state = 'active')
+                     EXECUTE FUNCTION wait_at_commit()",
+                ] {
+                    sqlx::query(statement).execute(&pool).await.unwrap();
+                }
+                sqlx::query("SELECT pg_advisory_lock(4242)").execute(&mut *advisory).await.unwrap();
+                "'advisory'"
+            }
+        };
+        let (w, p) = (worker.clone(), processing.clone());
+        let running = tokio::spawn(async move { take_next(&w, &p).await });
+        until(&pool, &waiting_on(wait_for)).await;
+        running.abort();
+        assert!(running.await.unwrap_err().is_cancelled());
+        // What waited goes on once let go; the attempt's settlement waits for it.
+        holder.rollback().await.unwrap();
+        sqlx::query("SELECT pg_advisory_unlock_all()").execute(&mut *advisory).await.unwrap();
+        let settled = tokio::time::timeout(Duration::from_secs(30), heard.recv()).await.expect("settled").unwrap();
+        let (state, attempts) = attempts_of(&pool, revision).await;
+        let leased: bool =
+            sqlx::query_scalar("SELECT coalesce(lease_until > now(), false) FROM knowledge_revisions WHERE id = $1")
+                .bind(revision)
+                .fetch_one(&pool)
+                .await
+                .unwrap();
+        match cut {
+            Cut::Claim | Cut::IndexWrite => {
+                assert_eq!(settled, Settled::HandedBack, "{cut:?}");
+                assert_eq!(
+                    (state.as_str(), attempts, leased),
+                    ("processing", 0, false),
+                    "{cut:?}: handed back uncounted"
+                );
+                let passages: i64 =
+                    sqlx::query_scalar("SELECT count(*) FROM knowledge_passages WHERE revision_id = $1")
+                        .bind(revision)
+                        .fetch_one(&pool)
+                        .await
+                        .unwrap();
+                assert_eq!(passages, 0, "{cut:?}: nothing of it written");
+            }
+            Cut::Commit => {
+                assert_eq!(settled, Settled::Promoted, "{cut:?}");
+                assert_eq!((state.as_str(), attempts), ("active", 1), "{cut:?}: promoted and counted");
+            }
+        }
+        assert!(heard.try_recv().is_err(), "{cut:?}: told once");
+        // The next job finishes what is left, within the limit of one attempt.
+        sqlx::query("DROP TRIGGER IF EXISTS wait_at_commit ON knowledge_revisions").execute(&pool).await.unwrap();
+        let next = process(&worker, revision, &processing).await.unwrap();
+        let expected = if matches!(cut, Cut::Commit) { Outcome::Skipped } else { Outcome::Promoted };
+        assert_eq!(next, expected, "{cut:?}");
+        assert_eq!(attempts_of(&pool, revision).await, ("active".to_owned(), 1), "{cut:?}");
+    }
+}
+
+/// A statement timeout inside processing costs exactly one attempt, at the
+/// level of the job: the job's retry (`svc_core::retry`, as the worker runs a
+/// wake-up) does not take the revision again for another counted attempt.
+#[sqlx::test(migrations = "../migrations")]
+async fn a_statement_timeout_in_a_job_costs_exactly_one_attempt(pool: PgPool) {
     let (_s, revision) = pending_revision(&pool).await;
     let holder = hold_index(&pool).await;
-    let worker = worker_pool(&pool, Timeouts::SERVING);
-    let processing = Processing { lease: Duration::from_millis(900), ..processing(1) };
-    let (w, p) = (worker.clone(), processing.clone());
-    let running = tokio::spawn(async move { process(&w, revision, &p).await });
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    running.abort();
-    let _ = running.await;
+    let timeouts = Timeouts { statement: Duration::from_millis(200), ..Timeouts::SERVING };
+    let worker = worker_pool(&pool, timeouts);
+    let processing = processing(5);
+    let job = svc_core::retry::work("wake-up", || take_next(&worker, &processing)).await;
     holder.rollback().await.unwrap();
-    assert_eq!(attempts_of(&pool, revision).await, ("processing".to_owned(), 1));
-    // Three lease periods later nobody renews it any more.
-    tokio::time::sleep(Duration::from_millis(2_700)).await;
-    let leased: bool = sqlx::query_scalar("SELECT lease_until > now() FROM knowledge_revisions WHERE id = $1")
-        .bind(revision)
-        .fetch_one(&pool)
-        .await
-        .unwrap();
-    assert!(!leased, "the dropped attempt's lease ran out");
-    assert_eq!(process(&worker, revision, &processing).await.unwrap(), Outcome::Failed("internal"));
+    let error = job.expect_err("the job gave the work up");
+    assert!(svc_core::error::chain(&error).contains("statement timeout"), "{error}");
+    assert_eq!(attempts_of(&pool, revision).await, ("processing".to_owned(), 1), "one attempt, counted once");
 }

@@ -39,6 +39,7 @@ pub fn processing(worker: &str) -> Processing {
         max_attempts: 3,
         deadline: Duration::from_secs(900),
         choosing: Default::default(),
+        on_settled: Default::default(),
     }
 }
 
@@ -414,6 +415,7 @@ async fn past_the_deadline_a_revision_times_out(pool: PgPool) {
     .await
     .unwrap();
     let sweep = svc_core::knowledge::Sweep {
+        holder: "test-sweeper".into(),
         requeue_after: Duration::from_secs(30),
         deadline: Duration::from_secs(900),
         keep_finished: Duration::from_secs(3600),
@@ -424,6 +426,38 @@ async fn past_the_deadline_a_revision_times_out(pool: PgPool) {
     let body = assert_problem(&response, 504, "processing_timeout");
     assert_eq!(body["error"]["details"]["knowledgeSource"]["pendingRevision"]["errorCode"], "processing_timeout");
     assert_eq!(assert_sources_show_their_revisions(&s.app.pool).await, 1);
+}
+
+/// One replica sweeps at a time by a lease in a row, not by a session: a
+/// holder that stops renewing (cut off from PostgreSQL, its session still
+/// open as far as PostgreSQL knows) is taken over once the lease runs out.
+#[sqlx::test(migrations = "../migrations")]
+async fn sweeps_take_turns_by_a_lease_that_runs_out(pool: PgPool) {
+    let settings = |holder: &str| svc_core::knowledge::Sweep {
+        holder: holder.into(),
+        requeue_after: Duration::from_secs(30),
+        deadline: Duration::from_secs(900),
+        keep_finished: Duration::from_secs(3600),
+    };
+    // Replica A took the lease and went silent, its connection still open.
+    let mut silent = svc_core::runtime::connection(&pool).await.unwrap();
+    assert!(svc_core::store::leases::take(&mut silent, "sweeper", "replica-a", 60.0).await.unwrap());
+    let swept = svc_core::knowledge::sweep(&pool, None, &settings("replica-b")).await.unwrap();
+    assert!(!swept.ran, "A holds a live lease");
+    // A's lease runs out (no renewal came): B sweeps, A's session open or not.
+    sqlx::query("UPDATE singleton_leases SET expires_at = clock_timestamp() - interval '1 second'")
+        .execute(&pool)
+        .await
+        .unwrap();
+    let swept = svc_core::knowledge::sweep(&pool, None, &settings("replica-b")).await.unwrap();
+    assert!(swept.ran, "B takes the lease over");
+    // B gave it up when it finished: A (or anyone) sweeps next without waiting.
+    let swept = svc_core::knowledge::sweep(&pool, None, &settings("replica-a")).await.unwrap();
+    assert!(swept.ran);
+    // A renewal finds a taken lease lost.
+    assert!(svc_core::store::leases::take(&mut silent, "sweeper", "replica-c", 60.0).await.unwrap());
+    assert!(!svc_core::store::leases::renew(&mut silent, "sweeper", "replica-a", 60.0).await.unwrap());
+    assert!(svc_core::store::leases::renew(&mut silent, "sweeper", "replica-c", 60.0).await.unwrap());
 }
 
 #[sqlx::test(migrations = "../migrations")]

@@ -42,17 +42,19 @@ impl Fault {
     }
 }
 
-/// Whether background work holding its lease should wait and try the same step
-/// again: the connection went away, or another holder's lock was in the way
-/// (a lock timeout, a deadlock, a serialization failure). A statement timeout
-/// is not: the step itself is too slow, and repeating it would only repeat
-/// that; it ends the attempt, which counts.
+/// The one meaning of transient in background work (an attempt's steps, and
+/// the worker's jobs around them): whether to wait and try the same step
+/// again. The connection went away, the database is unavailable for a while,
+/// or another holder's lock was in the way (a lock timeout, a deadlock, a
+/// serialization failure). A statement timeout is not: the step itself is too
+/// slow, and repeating it would only repeat that; it ends the attempt, which
+/// counts, once.
 pub fn worth_waiting_for(error: &Error) -> bool {
     let Error::Database(error) = error else { return false };
     match fault(error) {
-        Fault::ConnectionLost => true,
+        Fault::ConnectionLost | Fault::Unavailable => true,
         Fault::Contention => !matches!(error, sqlx::Error::Database(db) if db.code().as_deref() == Some("57014")),
-        Fault::Unavailable | Fault::Permanent => false,
+        Fault::Permanent => false,
     }
 }
 

@@ -23,7 +23,7 @@ pub mod statistics;
 mod sweep;
 pub mod waits;
 
-pub use process::{Choosing, Outcome, Processing, process, process_next, take_next};
+pub use process::{Choosing, OnSettled, Outcome, Processing, Settled, process, process_next, take_next};
 pub use sweep::{Sweep, sweep};
 use waits::WaitCache;
 

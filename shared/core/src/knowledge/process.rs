@@ -11,24 +11,31 @@
 //!   live worker, and counts itself in PostgreSQL: past `max_attempts` (a
 //!   revision that keeps crashing its worker) the revision fails `internal`;
 //! - the lease is renewed while the attempt runs, so a worker that dies (or
-//!   freezes) loses it within `lease`, and another attempt can start;
+//!   freezes, or is cut off) loses it within `lease`, and another attempt can
+//!   start; an attempt that finds its lease taken stops at once;
 //! - passages and the promotion commit together, and only if this worker still
 //!   holds the lease and the revision is still the source's candidate: a newer
-//!   candidate always wins, and nothing is promoted twice.
+//!   candidate always wins, and nothing is promoted twice;
+//! - an attempt cut short by this process itself (its job dropped by a queue
+//!   consumer's restart, a shutdown) or by the infrastructure (a lost
+//!   connection, contention) is handed back at once and does not count; one
+//!   cut while its promotion commits is recorded as promoted if it was
+//!   ([`Settled`]). Only the content's own failures count: a statement
+//!   timeout, a crash of the worker.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::time::Duration;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
 
-use backon::Retryable;
-
-use sqlx::{Connection, PgPool};
-use tokio::sync::Notify;
+use backon::BackoffBuilder;
+use sqlx::pool::PoolConnection;
+use sqlx::{Connection, PgConnection, PgPool, Postgres};
 
 use super::{error_code, passages};
 use crate::entitlements::LimitKey;
 use crate::error::{Error, Result};
 use crate::ids::RevisionId;
+use crate::lease::Renewal;
 use crate::store::knowledge::{Claimed, Material, MergeBacklog, Passages, Processed, Promoted, Refusal};
 use crate::store::usage::Delta;
 use crate::store::{self};
@@ -46,6 +53,43 @@ pub struct Processing {
     pub deadline: Duration,
     /// This process's jobs choosing a revision right now (shared by clones).
     pub choosing: Choosing,
+    /// Told what became of attempts cut short before their caller saw them end.
+    pub on_settled: OnSettled,
+}
+
+/// What became of an attempt whose caller stopped waiting for it (its job
+/// dropped), once its own connection finished what it had sent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Settled {
+    /// Its promotion had committed: the revision is active.
+    Promoted,
+    /// It held the revision: the lease is given up and the attempt not counted.
+    HandedBack,
+    /// Nothing of it was left to settle (it had not started, or another
+    /// attempt holds the revision now).
+    Nothing,
+}
+
+/// Where a worker records what became of attempts cut short (its metrics).
+#[derive(Clone, Default)]
+pub struct OnSettled(Option<Arc<dyn Fn(Settled) + Send + Sync>>);
+
+impl OnSettled {
+    pub fn new(record: impl Fn(Settled) + Send + Sync + 'static) -> Self {
+        Self(Some(Arc::new(record)))
+    }
+
+    fn record(&self, settled: Settled) {
+        if let Some(record) = &self.0 {
+            record(settled);
+        }
+    }
+}
+
+impl std::fmt::Debug for OnSettled {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_some() { "OnSettled(recording)" } else { "OnSettled(none)" })
+    }
 }
 
 /// How many of a process's jobs are choosing a revision at this moment: a
@@ -132,14 +176,14 @@ pub async fn take_next(pool: &PgPool, processing: &Processing) -> Result<Option<
     Ok(Some(match choose(pool, processing).await? {
         None => return Ok(None),
         Some(Chosen::Fail(revision, code)) => fail(pool, revision, code).await?,
-        Some(Chosen::Attempt(revision, owner, material)) => run(pool, revision, processing, owner, material).await?,
+        Some(Chosen::Attempt(attempt, material)) => run(attempt, processing, material).await?,
     }))
 }
 
 /// What [`choose`] found next in turn.
 enum Chosen {
-    /// An attempt named `owner` started on the revision.
-    Attempt(RevisionId, String, Material),
+    /// An attempt started on the revision.
+    Attempt(Attempt, Material),
     /// The revision must fail with this error code.
     Fail(RevisionId, &'static str),
 }
@@ -150,27 +194,29 @@ enum Chosen {
 async fn choose(pool: &PgPool, processing: &Processing) -> Result<Option<Chosen>> {
     let chooser = processing.choosing.join();
     for _ in 0..MAX_LOOKS {
-        let mut candidates = {
-            let mut conn = crate::runtime::connection(pool).await?;
-            store::knowledge::next_in_turn(&mut conn, CANDIDATES).await?
-        };
+        let mut conn = crate::runtime::connection(pool).await?;
+        let mut candidates = store::knowledge::next_in_turn(&mut conn, CANDIDATES).await?;
         if candidates.is_empty() {
             return Ok(None);
         }
         let first = chooser.place() % candidates.len();
         candidates.rotate_left(first);
         let last = candidates.len() - 1;
+        let mut conn = Some(conn);
         for (i, revision) in candidates.into_iter().enumerate() {
-            let owner = processing.attempt_name();
+            let mut attempt = Attempt::new(pool, revision, processing, conn.take());
             // Another job starting an attempt holds its source: the next
             // candidate rather than a wait, so jobs claiming at the same
             // moment spread over the candidates; the last one is waited for.
             let source = if i < last { Source::SkipIfHeld } else { Source::Wait };
-            match begin(pool, revision, processing, &owner, source).await? {
+            match begin(&mut attempt, processing, source).await? {
                 // Another attempt took it meanwhile: the next in turn.
-                Begin::Skip => continue,
-                Begin::Fail(code) => return Ok(Some(Chosen::Fail(revision, code))),
-                Begin::Attempt(material) => return Ok(Some(Chosen::Attempt(revision, owner, material))),
+                Begin::Skip => conn = attempt.disarm(),
+                Begin::Fail(code) => {
+                    attempt.disarm();
+                    return Ok(Some(Chosen::Fail(revision, code)));
+                }
+                Begin::Attempt(material) => return Ok(Some(Chosen::Attempt(attempt, material))),
             }
         }
     }
@@ -180,72 +226,96 @@ async fn choose(pool: &PgPool, processing: &Processing) -> Result<Option<Chosen>
 
 /// Processes `revision` once (see the module documentation). An `Err` is a
 /// failure the attempt could not get past: a transient one (the database
-/// unreachable past the deadline, the lease lost) gives the attempt back, so it
-/// does not count towards `max_attempts`; any other counts.
+/// unreachable past the deadline) gives the attempt back, so it does not
+/// count towards `max_attempts`; any other counts.
 pub async fn process(pool: &PgPool, revision: RevisionId, processing: &Processing) -> Result<Outcome> {
-    let owner = processing.attempt_name();
-    match begin(pool, revision, processing, &owner, Source::Wait).await? {
-        Begin::Skip => Ok(Outcome::Skipped),
-        Begin::Fail(code) => fail(pool, revision, code).await,
-        Begin::Attempt(material) => run(pool, revision, processing, owner, material).await,
+    let mut attempt = Attempt::new(pool, revision, processing, None);
+    match begin(&mut attempt, processing, Source::Wait).await? {
+        Begin::Skip => {
+            attempt.disarm();
+            Ok(Outcome::Skipped)
+        }
+        Begin::Fail(code) => {
+            attempt.disarm();
+            fail(pool, revision, code).await
+        }
+        Begin::Attempt(material) => run(attempt, processing, material).await,
     }
 }
 
-/// Runs the attempt `owner` started on `revision`, under its lease, on the
-/// `material` its claim read.
-async fn run(
-    pool: &PgPool,
-    revision: RevisionId,
-    processing: &Processing,
-    owner: String,
-    material: Material,
-) -> Result<Outcome> {
-    let lease = Lease::keep(pool.clone(), revision, owner.clone(), processing.lease);
-    let result = attempt_until_done(pool, revision, processing, &owner, &lease, material).await;
+/// Runs the attempt begun on `material`, under its lease, until it ends,
+/// finds its lease taken, or runs past the processing deadline.
+async fn run(mut attempt: Attempt, processing: &Processing, material: Material) -> Result<Outcome> {
+    let lease = renewal(&attempt, processing.lease);
+    let until = Instant::now() + processing.deadline;
+    let result = tokio::select! {
+        result = attempt_until_done(&mut attempt, &lease, until, material) => result,
+        // Another attempt holds the revision now: stop, whatever was under way
+        // (its transaction is rolled back with the connection's next use).
+        () = lease.lost() => Ok(Outcome::Skipped),
+    };
     lease.stop().await;
     if let Err(error) = &result {
         // Give the lease up at once so the next job need not wait it out; a
         // transient failure gives the attempt back too.
         let transient = crate::error::worth_waiting_for(error);
-        let released = match crate::runtime::connection(pool).await {
-            Ok(mut conn) => store::knowledge::release_lease(&mut conn, revision, &owner, transient).await,
-            Err(error) => Err(error),
-        };
-        if let Err(error) = released {
+        if let Err(error) = attempt.release(transient).await {
+            let revision = attempt.revision;
             tracing::warn!(%revision, error = %crate::error::chain(&error), "could not release a lease; it runs out by itself");
         }
     }
+    attempt.disarm();
     result
 }
 
+/// Renews `attempt`'s lease every third of `length`.
+fn renewal(attempt: &Attempt, length: Duration) -> Renewal {
+    let (pool, revision, owner) = (attempt.pool.clone(), attempt.revision, attempt.owner.clone());
+    let secs = length.as_secs_f64();
+    Renewal::keep(
+        format!("revision {revision} {owner}"),
+        length,
+        Arc::new(move || {
+            let (pool, owner) = (pool.clone(), owner.clone());
+            Box::pin(async move {
+                let mut conn = crate::runtime::connection(&pool).await?;
+                Ok(store::knowledge::renew_lease(&mut conn, revision, &owner, secs).await?)
+            })
+        }),
+    )
+}
+
 /// Runs the attempt, and again after each transient failure (contention, a
-/// lost connection), backing off, while this attempt still holds its lease and
-/// until the processing deadline: waiting on another holder's lock is not a
-/// failed attempt. The first try uses the claim's `material`; a later one reads
-/// it again (the Agent's language may have changed meanwhile).
+/// lost connection, the database unavailable), backing off, while it holds
+/// its lease and until the processing deadline: waiting on another holder's
+/// lock is not a failed attempt. The first try uses the claim's `material`;
+/// a later one reads it again (the Agent's language may have changed
+/// meanwhile).
 async fn attempt_until_done(
-    pool: &PgPool,
-    revision: RevisionId,
-    processing: &Processing,
-    owner: &str,
-    lease: &Lease,
+    attempt: &mut Attempt,
+    lease: &Renewal,
+    until: Instant,
     material: Material,
 ) -> Result<Outcome> {
-    let until = std::time::Instant::now() + processing.deadline;
-    let backoff = backon::ExponentialBuilder::default()
+    let mut backoff = backon::ExponentialBuilder::default()
         .with_min_delay(Duration::from_millis(100))
         .with_max_delay(Duration::from_secs(2))
         .with_jitter()
-        .without_max_times();
+        .without_max_times()
+        .build();
     let mut claimed = Some(material);
-    (|| attempt(pool, revision, owner, claimed.take()))
-        .retry(backoff)
-        .when(|error| crate::error::worth_waiting_for(error) && lease.held() && std::time::Instant::now() < until)
-        .notify(|error, delay| {
-            crate::faults::retried(crate::faults::Retry::Work);
-            tracing::warn!(%revision, error = %crate::error::chain(error), ?delay, "attempt interrupted; trying again");
-        })
-        .await
+    loop {
+        let error = match attempt_once(attempt, claimed.take()).await {
+            Err(error) if crate::error::worth_waiting_for(&error) && lease.held() && Instant::now() < until => error,
+            ended => return ended,
+        };
+        attempt.after(&error);
+        let delay = backoff.next().unwrap_or(Duration::from_secs(2));
+        crate::faults::retried(crate::faults::Retry::Work);
+        let revision = attempt.revision;
+        tracing::warn!(%revision, error = %crate::error::chain(&error), ?delay, "attempt interrupted; trying again");
+        tokio::time::sleep(delay).await;
+    }
 }
 
 enum Begin {
@@ -261,23 +331,19 @@ enum Source {
     SkipIfHeld,
 }
 
-/// Starts an attempt named `owner`, or says why not.
-async fn begin(
-    pool: &PgPool,
-    revision: RevisionId,
-    processing: &Processing,
-    owner: &str,
-    source: Source,
-) -> Result<Begin> {
+/// Starts `attempt` on its revision, or says why not.
+async fn begin(attempt: &mut Attempt, processing: &Processing, source: Source) -> Result<Begin> {
+    let owner = attempt.owner.clone();
     let claim = store::knowledge::Claim {
-        owner,
+        owner: &owner,
         lease_secs: processing.lease.as_secs_f64(),
         deadline_secs: processing.deadline.as_secs_f64(),
         max_attempts: processing.max_attempts,
         wait: matches!(source, Source::Wait),
     };
-    let mut conn = crate::runtime::connection(pool).await?;
-    Ok(match store::knowledge::claim(&mut conn, revision, &claim).await? {
+    let revision = attempt.revision;
+    let claimed = store::knowledge::claim(attempt.conn().await?, revision, &claim).await?;
+    Ok(match claimed {
         None => Begin::Skip,
         Some(Claimed::Started(material)) => Begin::Attempt(material),
         Some(Claimed::NotStarted(Refusal::Held)) => Begin::Skip,
@@ -286,24 +352,22 @@ async fn begin(
     })
 }
 
-/// One attempt on a revision held under `owner`'s lease, on `material` if
-/// given (else read now).
-async fn attempt(pool: &PgPool, revision: RevisionId, owner: &str, material: Option<Material>) -> Result<Outcome> {
+/// One try of an attempt on its revision, on `material` if given (else read
+/// now).
+async fn attempt_once(attempt: &mut Attempt, material: Option<Material>) -> Result<Outcome> {
+    let revision = attempt.revision;
     let material = match material {
         Some(material) => material,
-        None => {
-            let mut conn = crate::runtime::connection(pool).await?;
-            store::knowledge::material(&mut conn, revision)
-                .await?
-                .ok_or_else(|| Error::internal("revision vanished"))?
-        }
+        None => store::knowledge::material(attempt.conn().await?, revision)
+            .await?
+            .ok_or_else(|| Error::internal("revision vanished"))?,
     };
     let Some(content) = material.content.as_deref() else {
         // Its content was dropped: it was failed or replaced meanwhile.
         return Ok(Outcome::Skipped);
     };
     if svc_contract::digest::sha256_prefixed(content.as_bytes()) != material.digest {
-        return fail(pool, revision, error_code::DIGEST_MISMATCH).await;
+        return fail_on(attempt.conn().await?, revision, error_code::DIGEST_MISMATCH).await;
     }
     let split = passages::split(content);
     let title_words = passages::words(&material.title);
@@ -313,19 +377,23 @@ async fn attempt(pool: &PgPool, revision: RevisionId, owner: &str, material: Opt
         .map(|n| i32::try_from(n).unwrap_or(i32::MAX))
         .collect();
     let (headings, bodies) = split.into_iter().map(|p| (p.heading, p.body)).unzip();
-    match promote(pool, revision, owner, &material, headings, bodies, words).await? {
+    let owner = attempt.owner.clone();
+    let promotion = promote(attempt.conn().await?, revision, &owner, &material, headings, bodies, words).await?;
+    match promotion {
         Promotion::Done(backlog) => {
             // Housekeeping of the Agent's index, after the commit: the
             // promotion stands whatever becomes of it (the sweep merges what
             // is left).
-            if let Err(error) = super::merge::maintain(pool, material.agent_id, Some(backlog)).await {
+            if let Err(error) = super::merge::maintain(&attempt.pool, material.agent_id, Some(backlog)).await {
                 tracing::warn!(agent = %material.agent_id, error = %crate::error::chain(&error), "could not merge the index");
             }
             Ok(Outcome::Promoted)
         }
-        Promotion::Empty => fail(pool, revision, error_code::EMPTY_CONTENT).await,
+        Promotion::Empty => fail_on(attempt.conn().await?, revision, error_code::EMPTY_CONTENT).await,
         Promotion::Lost => Ok(Outcome::Skipped),
-        Promotion::Superseded => fail(pool, revision, error_code::SUPERSEDED).await.map(|_| Outcome::Skipped),
+        Promotion::Superseded => {
+            fail_on(attempt.conn().await?, revision, error_code::SUPERSEDED).await.map(|_| Outcome::Skipped)
+        }
     }
 }
 
@@ -346,7 +414,7 @@ enum Promotion {
 /// leaves usage alone (its bytes were counted when it was added), so
 /// promotions never hold up the Workspace's adds.
 async fn promote(
-    pool: &PgPool,
+    conn: &mut PgConnection,
     revision: RevisionId,
     owner: &str,
     material: &Material,
@@ -354,7 +422,6 @@ async fn promote(
     bodies: Vec<String>,
     words: Vec<i32>,
 ) -> Result<Promotion> {
-    let mut conn = crate::runtime::connection(pool).await?;
     let mut tx = conn.begin().await?;
     let passages = Passages {
         revision,
@@ -404,6 +471,11 @@ async fn promote(
 /// revision is untouched. A revision finished meanwhile stays as it is.
 pub async fn fail(pool: &PgPool, revision: RevisionId, code: &'static str) -> Result<Outcome> {
     let mut conn = crate::runtime::connection(pool).await?;
+    fail_on(&mut conn, revision, code).await
+}
+
+/// [`fail`] on a connection of the caller's.
+async fn fail_on(conn: &mut PgConnection, revision: RevisionId, code: &'static str) -> Result<Outcome> {
     let mut tx = conn.begin().await?;
     let Some(workspace) = store::knowledge::workspace_of(&mut tx, revision).await? else {
         tx.rollback().await?;
@@ -420,68 +492,137 @@ pub async fn fail(pool: &PgPool, revision: RevisionId, code: &'static str) -> Re
     Ok(Outcome::Failed(code))
 }
 
-/// Renews an attempt's lease in the background until stopped.
-struct Lease {
-    stop: Arc<Notify>,
-    /// Set once a renewal finds the lease taken (run out, and another attempt
-    /// started).
-    lost: Arc<AtomicBool>,
-    task: tokio::task::JoinHandle<()>,
+/// Longest a cut attempt's settlement may take (its connection finishing what
+/// it had sent, within the statement timeout, then two statements).
+const SETTLE_LIMIT: Duration = Duration::from_secs(60);
+
+/// One attempt: its name (the lease's owner), the connection its steps run
+/// on, one after another, and what to do should it be dropped before it is
+/// [`disarm`](Attempt::disarm)ed: settle it in the background ([`settle`]).
+struct Attempt {
+    pool: PgPool,
+    revision: RevisionId,
+    owner: String,
+    conn: Option<PoolConnection<Postgres>>,
+    armed: bool,
+    on_settled: OnSettled,
 }
 
-impl Lease {
-    fn keep(pool: PgPool, revision: RevisionId, owner: String, lease: Duration) -> Self {
-        let stop = Arc::new(Notify::new());
-        let lost = Arc::new(AtomicBool::new(false));
-        let (stopped, losing) = (stop.clone(), lost.clone());
-        let task = tokio::spawn(async move {
-            loop {
-                tokio::select! {
-                    () = stopped.notified() => return,
-                    () = tokio::time::sleep(lease / 3) => {}
-                }
-                let renewed = match crate::runtime::connection(&pool).await {
-                    Ok(mut conn) => {
-                        store::knowledge::renew_lease(&mut conn, revision, &owner, lease.as_secs_f64()).await
-                    }
-                    Err(error) => Err(error),
-                };
-                match renewed {
-                    Ok(true) => {}
-                    Ok(false) => {
-                        tracing::warn!(%revision, owner, "the lease was lost; another attempt may have taken over");
-                        losing.store(true, Ordering::Relaxed);
-                        return;
-                    }
-                    Err(error) => {
-                        tracing::warn!(%revision, error = %crate::error::chain(&error), "could not renew a lease")
-                    }
-                }
-            }
-        });
-        Self { stop, lost, task }
-    }
-
-    /// Whether no renewal has found the lease taken.
-    fn held(&self) -> bool {
-        !self.lost.load(Ordering::Relaxed)
-    }
-
-    async fn stop(mut self) {
-        self.stop.notify_one();
-        if let Err(error) = (&mut self.task).await {
-            tracing::error!(%error, "the lease renewal task failed");
+impl Attempt {
+    fn new(
+        pool: &PgPool,
+        revision: RevisionId,
+        processing: &Processing,
+        conn: Option<PoolConnection<Postgres>>,
+    ) -> Self {
+        Self {
+            pool: pool.clone(),
+            revision,
+            owner: processing.attempt_name(),
+            conn,
+            armed: true,
+            on_settled: processing.on_settled.clone(),
         }
     }
+
+    /// The attempt's connection, taken from the pool the first time (and
+    /// after one was lost).
+    async fn conn(&mut self) -> Result<&mut PgConnection> {
+        if self.conn.is_none() {
+            self.conn = Some(crate::runtime::connection(&self.pool).await?);
+        }
+        match self.conn.as_deref_mut() {
+            Some(conn) => Ok(conn),
+            None => Err(Error::internal("the attempt has no connection")),
+        }
+    }
+
+    /// After a failed step: a lost connection is closed, the next step takes another.
+    fn after(&mut self, error: &Error) {
+        if matches!(error.fault(), crate::error::Fault::ConnectionLost)
+            && let Some(mut conn) = self.conn.take()
+        {
+            conn.close_on_drop();
+        }
+    }
+
+    /// Gives the lease up (and with `give_back`, the attempt), on a
+    /// connection known to be alive.
+    async fn release(&mut self, give_back: bool) -> Result<bool> {
+        if let Some(mut conn) = self.conn.take()
+            && Connection::ping(&mut *conn).await.is_ok()
+        {
+            self.conn = Some(conn);
+        }
+        if self.conn.is_none() {
+            self.conn = Some(crate::runtime::live_connection(&self.pool).await?);
+        }
+        let revision = self.revision;
+        let owner = self.owner.clone();
+        Ok(store::knowledge::release_lease(self.conn().await?, revision, &owner, give_back).await?)
+    }
+
+    /// The attempt ended where its caller saw it: nothing to settle. Its
+    /// connection, for another use.
+    fn disarm(mut self) -> Option<PoolConnection<Postgres>> {
+        self.armed = false;
+        self.conn.take()
+    }
 }
 
-/// An attempt that panicked (apalis catches it) or was dropped mid-way stops
-/// renewing its lease: the lease runs out and another attempt can start. A
-/// detached renewal would hold the revision for as long as the process lives.
-impl Drop for Lease {
+/// Dropped armed, the attempt was cut short by its caller (a job dropped by a
+/// consumer's restart or a shutdown, the task aborted): settled in the
+/// background, and recorded.
+impl Drop for Attempt {
     fn drop(&mut self) {
-        self.task.abort();
+        if !self.armed {
+            return;
+        }
+        let (pool, revision, owner, conn) = (self.pool.clone(), self.revision, self.owner.clone(), self.conn.take());
+        let on_settled = self.on_settled.clone();
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else { return };
+        runtime.spawn(async move {
+            match tokio::time::timeout(SETTLE_LIMIT, settle(&pool, conn, revision, &owner)).await {
+                Ok(Ok(settled)) => {
+                    tracing::info!(%revision, ?settled, "an attempt cut short by this worker is settled");
+                    on_settled.record(settled);
+                }
+                Ok(Err(error)) => tracing::warn!(%revision, error = %crate::error::chain(&error), "could not settle an attempt cut short; its lease runs out by itself"),
+                Err(_) => tracing::warn!(%revision, "could not settle an attempt cut short in time; its lease runs out by itself"),
+            }
+        });
     }
+}
+
+/// What became of an attempt cut short. Its own connection goes first: what
+/// it had sent finishes there (a claim waiting for a lock, a COMMIT under
+/// way) or is rolled back (a transaction it had open), so what is read after
+/// is final. Then the attempt, if it still holds the revision, is handed
+/// back uncounted; if not, the revision tells whether its promotion committed.
+async fn settle(
+    pool: &PgPool,
+    conn: Option<PoolConnection<Postgres>>,
+    revision: RevisionId,
+    owner: &str,
+) -> Result<Settled> {
+    let mut conn = match conn {
+        Some(mut conn) => match Connection::ping(&mut *conn).await {
+            Ok(()) => conn,
+            Err(_) => {
+                conn.close_on_drop();
+                crate::runtime::live_connection(pool).await?
+            }
+        },
+        None => crate::runtime::live_connection(pool).await?,
+    };
+    if store::knowledge::release_lease(&mut conn, revision, owner, true).await? {
+        return Ok(Settled::HandedBack);
+    }
+    Ok(if store::knowledge::promoted_by(&mut conn, revision, owner).await? {
+        Settled::Promoted
+    } else {
+        Settled::Nothing
+    })
 }
 
 #[cfg(test)]

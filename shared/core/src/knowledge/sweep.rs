@@ -11,6 +11,13 @@
 //! progress for as long, and fails every revision past the
 //! processing deadline (`processing_timeout`). It also drops the records
 //! Redis keeps of finished jobs once they are `keep_finished` old.
+//!
+//! One at a time is a lease in a row (`store::leases`), renewed while the
+//! sweep runs: a sweeper cut off from PostgreSQL, even with its sessions
+//! still open on PostgreSQL's side, loses it within [`LEASE`], and the next
+//! replica sweeps. Every step is safe beside another sweep anyway (failing,
+//! requeueing and merging each check what they change); the lease only saves
+//! the work twice.
 
 use std::time::Duration;
 
@@ -19,11 +26,20 @@ use sqlx::PgPool;
 use super::{error_code, merge, process};
 use crate::error::Result;
 use crate::jobs::{Job, Queue};
+use crate::lease::Renewal;
 use crate::store;
+
+/// How long the sweeper's lease lasts without renewal.
+pub const LEASE: Duration = Duration::from_secs(10);
+
+/// The sweeper's lease's name.
+const NAME: &str = "sweeper";
 
 /// How the sweeper works.
 #[derive(Clone, Debug)]
 pub struct Sweep {
+    /// Who sweeps: unique per process.
+    pub holder: String,
     /// Age of an unfinished revision's last job at which it may be sent again
     /// (when the queue holds fewer jobs than revisions nobody holds).
     pub requeue_after: Duration,
@@ -51,20 +67,39 @@ const BATCH: i64 = 500;
 
 /// Sweeps once, unless another process is sweeping.
 pub async fn sweep(pool: &PgPool, queue: Option<&Queue>, settings: &Sweep) -> Result<Swept> {
-    // Held on a connection of its own for the sweep: if this process dies, the
-    // connection closes and the lock is released with it.
-    let mut turn = crate::runtime::connection(pool).await?;
-    let key = store::advisory::key(&[b"sweeper"]);
-    if !store::advisory::try_session_lock(&mut turn, key).await? {
+    let secs = LEASE.as_secs_f64();
+    let taken = {
+        let mut conn = crate::runtime::connection(pool).await?;
+        store::leases::take(&mut conn, NAME, &settings.holder, secs).await?
+    };
+    if !taken {
         return Ok(Swept::default());
     }
-    let result = sweep_held(pool, queue, settings).await;
-    if let Err(error) = store::advisory::session_unlock(&mut turn, key).await {
-        // A connection that may still hold the lock must not go back to the
-        // pool, where it would keep every worker from sweeping: closing it
-        // releases the lock.
-        tracing::warn!(error = %crate::error::chain(&error), "could not release the sweeper's lock; closing its connection");
-        turn.close_on_drop();
+    let renewing = pool.clone();
+    let holder = settings.holder.clone();
+    let renewal = Renewal::keep(
+        format!("{NAME} {holder}"),
+        LEASE,
+        std::sync::Arc::new(move || {
+            let (pool, holder) = (renewing.clone(), holder.clone());
+            Box::pin(async move {
+                let mut conn = crate::runtime::connection(&pool).await?;
+                Ok(store::leases::renew(&mut conn, NAME, &holder, secs).await?)
+            })
+        }),
+    );
+    let result = tokio::select! {
+        result = sweep_held(pool, queue, settings) => result,
+        // Another replica sweeps now: this sweep stops where it is.
+        () = renewal.lost() => Ok(Swept { ran: true, ..Swept::default() }),
+    };
+    renewal.stop().await;
+    let released = match crate::runtime::connection(pool).await {
+        Ok(mut conn) => store::leases::release(&mut conn, NAME, &settings.holder).await.map_err(Into::into),
+        Err(error) => Err(crate::error::Error::from(error)),
+    };
+    if let Err(error) = released {
+        tracing::warn!(error = %crate::error::chain(&error), "could not give the sweeper's lease up; it runs out by itself");
     }
     result
 }

@@ -29,16 +29,3 @@ pub async fn lock(conn: &mut PgConnection, key: i64) -> sqlx::Result<()> {
     sqlx::query!("SELECT pg_advisory_xact_lock($1)", key).execute(conn).await?;
     Ok(())
 }
-
-/// Takes a session-level lock without waiting; it lasts until
-/// [`session_unlock`] or until the connection closes.
-#[tracing::instrument(level = "debug", skip(conn))]
-pub async fn try_session_lock(conn: &mut PgConnection, key: i64) -> sqlx::Result<bool> {
-    sqlx::query_scalar!(r#"SELECT pg_try_advisory_lock($1) AS "locked!""#, key).fetch_one(conn).await
-}
-
-#[tracing::instrument(level = "debug", skip(conn))]
-pub async fn session_unlock(conn: &mut PgConnection, key: i64) -> sqlx::Result<()> {
-    sqlx::query_scalar!(r#"SELECT pg_advisory_unlock($1) AS "unlocked!""#, key).fetch_one(conn).await?;
-    Ok(())
-}

@@ -18,6 +18,7 @@ pub mod entitlements;
 pub mod idempotency;
 pub mod invites;
 pub mod knowledge;
+pub mod leases;
 pub mod members;
 pub mod reconcile;
 pub mod statistics;

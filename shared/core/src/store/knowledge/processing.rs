@@ -198,16 +198,17 @@ pub async fn renew_lease(
 /// Gives `owner`'s lease up at once (after an attempt that did not finish), so
 /// the next job for the revision need not wait for it to run out. With
 /// `give_back`, the attempt no longer counts towards the limit: it was cut
-/// short by the infrastructure (contention, a lost connection), not by the
-/// content. Nothing happens once another attempt holds the revision.
+/// short by the infrastructure (contention, a lost connection, its own
+/// process), not by the content. Nothing happens once another attempt holds
+/// the revision, or it finished: `false` then.
 #[tracing::instrument(level = "debug", skip(conn))]
 pub async fn release_lease(
     conn: &mut PgConnection,
     revision: RevisionId,
     owner: &str,
     give_back: bool,
-) -> sqlx::Result<()> {
-    sqlx::query!(
+) -> sqlx::Result<bool> {
+    let released = sqlx::query!(
         r#"
         UPDATE knowledge_revisions
         SET lease_until = now(), attempts = attempts - CASE WHEN $3 AND attempts > 0 THEN 1 ELSE 0 END
@@ -219,7 +220,20 @@ pub async fn release_lease(
     )
     .execute(conn)
     .await?;
-    Ok(())
+    Ok(released.rows_affected() == 1)
+}
+
+/// Whether `owner`'s attempt promoted `revision` (an active revision keeps the
+/// name of the attempt that promoted it).
+#[tracing::instrument(level = "debug", skip(conn))]
+pub async fn promoted_by(conn: &mut PgConnection, revision: RevisionId, owner: &str) -> sqlx::Result<bool> {
+    sqlx::query_scalar!(
+        r#"SELECT EXISTS (SELECT 1 FROM knowledge_revisions WHERE id = $1 AND lease_owner = $2 AND state = 'active') AS "promoted!""#,
+        revision as RevisionId,
+        owner,
+    )
+    .fetch_one(conn)
+    .await
 }
 
 /// What processing reads of a revision.
@@ -302,7 +316,7 @@ pub async fn promote(conn: &mut PgConnection, processed: &Processed<'_>) -> sqlx
             RETURNING current.active_revision_id AS previous
         ), activated AS (
             UPDATE knowledge_revisions r
-            SET state = 'active', language = $4, passages = $5, tokens = $6, lease_owner = NULL, lease_until = NULL
+            SET state = 'active', language = $4, passages = $5, tokens = $6, lease_until = NULL
             FROM promoted
             WHERE r.id = $2 AND r.state = 'processing' AND r.lease_owner = $3
             RETURNING r.id
