@@ -77,7 +77,7 @@ impl AppState {
             .with_llm(config.llm()?);
         Ok(Self(Arc::new(Shared {
             service: Arc::new(service),
-            redis: redis::Client::open(config.redis_url())?,
+            redis: svc_core::jobs::redis_client(config.redis_url())?,
             metrics: Arc::new(Metrics::default()),
             documents: Arc::new(Documents::new(config)),
             bodies: config.body_policy(),

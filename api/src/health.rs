@@ -21,28 +21,22 @@ pub async fn healthz() -> impl IntoResponse {
 }
 
 /// The database is reachable and migrated for this binary, and Redis is
-/// reachable: 200, else 503 naming what is not (`unreachable`, or the
-/// database's `unmigrated` or `behind`).
+/// reachable, each within `runtime::READY_TIMEOUT`: 200, else 503 naming what
+/// is not (`unreachable`, or the database's `unmigrated` or `behind`).
 pub async fn readyz(State(state): State<AppState>) -> impl IntoResponse {
-    let database = match tokio::time::timeout(CHECK_TIMEOUT, runtime::schema(state.service.pool())).await {
-        Ok(Ok(schema)) => schema.as_str(),
-        Ok(Err(error)) => {
-            tracing::warn!(error = %svc_core::error::chain(&error), "not ready: PostgreSQL unreachable");
-            "unreachable"
-        }
-        Err(_) => {
-            tracing::warn!("not ready: PostgreSQL did not answer within {CHECK_TIMEOUT:?}");
+    let (database, redis) =
+        tokio::join!(runtime::check_database(state.service.pool()), runtime::check_redis(&state.redis));
+    let database = match database {
+        Ok(schema) => schema.as_str(),
+        Err(error) => {
+            tracing::warn!(%error, "not ready: PostgreSQL unreachable");
             "unreachable"
         }
     };
-    let redis = match tokio::time::timeout(CHECK_TIMEOUT, ping_redis(&state.redis)).await {
-        Ok(Ok(())) => "ok",
-        Ok(Err(error)) => {
+    let redis = match redis {
+        Ok(()) => "ok",
+        Err(error) => {
             tracing::warn!(%error, "not ready: Redis unreachable");
-            "unreachable"
-        }
-        Err(_) => {
-            tracing::warn!("not ready: Redis did not answer within {CHECK_TIMEOUT:?}");
             "unreachable"
         }
     };
@@ -53,11 +47,6 @@ pub async fn readyz(State(state): State<AppState>) -> impl IntoResponse {
         "checks": { "database": database, "redis": redis }
     });
     (status, Json(body))
-}
-
-async fn ping_redis(client: &redis::Client) -> redis::RedisResult<()> {
-    let mut conn = client.get_multiplexed_async_connection().await?;
-    redis::cmd("PING").query_async::<String>(&mut conn).await.map(|_| ())
 }
 
 pub async fn metrics(State(state): State<AppState>) -> impl IntoResponse {

@@ -116,6 +116,8 @@ pub enum QueueError {
     Redis(#[from] redis::RedisError),
     #[error("push: {0}")]
     Push(String),
+    #[error("Redis failed a push a moment ago: not trying until it answers again")]
+    BreakerOpen,
 }
 
 /// Pushes jobs onto the queue the workers read. It connects on first use, so a
@@ -123,6 +125,8 @@ pub enum QueueError {
 pub struct Queue {
     client: redis::Client,
     namespace: String,
+    /// Open after a failed push: pushes fail at once until Redis answers.
+    breaker: std::sync::Arc<crate::breaker::Breaker>,
     /// The storage pushes go through, and its connection for plain reads.
     storage: tokio::sync::OnceCell<(RedisStorage<Job>, ConnectionManager)>,
 }
@@ -134,14 +138,57 @@ pub struct Depth {
     pub running: u64,
 }
 
+/// A Redis client for `url` whose connections find a peer that went away
+/// without a word (a partition, a lost host) within seconds rather than
+/// hours: TCP keepalive probes after 5 s of silence, every 2 s, 3 of them;
+/// and data unacknowledged for 10 s ends the connection (`TCP_USER_TIMEOUT`).
+pub fn redis_client(url: &str) -> Result<redis::Client, redis::RedisError> {
+    use redis::IntoConnectionInfo;
+    let keepalive = socket2::TcpKeepalive::new()
+        .with_time(Duration::from_secs(5))
+        .with_interval(Duration::from_secs(2))
+        .with_retries(3);
+    let tcp = redis::io::tcp::TcpSettings::default()
+        .set_nodelay(true)
+        .set_keepalive(keepalive)
+        .set_user_timeout(Duration::from_secs(10));
+    redis::Client::open(url.into_connection_info()?.set_tcp_settings(tcp))
+}
+
 impl Queue {
     /// A queue on the Redis at `url` (database index honoured) under `namespace`.
     pub fn new(url: &str, namespace: &str) -> Result<Self, QueueError> {
-        Ok(Self { client: redis::Client::open(url)?, namespace: namespace.to_owned(), storage: Default::default() })
+        Ok(Self {
+            client: redis_client(url)?,
+            namespace: namespace.to_owned(),
+            breaker: Default::default(),
+            storage: Default::default(),
+        })
     }
 
     pub fn namespace(&self) -> &str {
         &self.namespace
+    }
+
+    /// Whether pushes fail at once for now ([`crate::breaker`]).
+    pub fn breaker_open(&self) -> bool {
+        self.breaker.is_open()
+    }
+
+    /// `work` against Redis for a push, within [`PUSH_TIMEOUT`], unless the
+    /// breaker is open; a failure opens it.
+    async fn guarded<T>(&self, work: impl Future<Output = Result<T, QueueError>>) -> Result<T, QueueError> {
+        if self.breaker.is_open() {
+            return Err(QueueError::BreakerOpen);
+        }
+        let result = match tokio::time::timeout(PUSH_TIMEOUT, work).await {
+            Ok(result) => result,
+            Err(_) => Err(QueueError::Timeout(PUSH_TIMEOUT)),
+        };
+        if result.is_err() {
+            self.breaker.trip(&self.client);
+        }
+        result
     }
 
     /// A connection that reconnects by itself, with timeouts longer than the
@@ -194,7 +241,7 @@ impl Queue {
                 .collect();
             if needed.is_empty() { Ok(()) } else { self.push_all(&needed).await }
         };
-        tokio::time::timeout(PUSH_TIMEOUT, send).await.map_err(|_| QueueError::Timeout(PUSH_TIMEOUT))?
+        self.guarded(send).await
     }
 
     /// Wake-ups waiting that no worker has taken yet, up to
@@ -222,16 +269,16 @@ impl Queue {
                     .await?,
             )
         };
-        tokio::time::timeout(PUSH_TIMEOUT, read).await.map_err(|_| QueueError::Timeout(PUSH_TIMEOUT))?
+        self.guarded(read).await
     }
 
-    /// Pushes `jobs` (within a bounded time).
+    /// Pushes `jobs` (within a bounded time, unless the breaker is open).
     pub async fn push_all(&self, jobs: &[Job]) -> Result<(), QueueError> {
         let push = async {
             let mut storage = self.storage().await?.0.clone();
             storage.push_bulk(jobs.to_vec()).await.map_err(|e| QueueError::Push(e.to_string()))
         };
-        tokio::time::timeout(PUSH_TIMEOUT, push).await.map_err(|_| QueueError::Timeout(PUSH_TIMEOUT))?
+        self.guarded(push).await
     }
 
     /// Drops what Redis keeps of jobs that finished more than `age` ago: their

@@ -79,6 +79,35 @@ pub async fn schema(pool: &PgPool) -> Result<Schema, sqlx::Error> {
     Ok(if behind { Schema::Behind } else { Schema::Current })
 }
 
+/// How long a readiness check waits for PostgreSQL or for Redis: a load
+/// balancer should see the truth at once (a restart, a partition), not after
+/// a pool's acquire timeout.
+pub const READY_TIMEOUT: Duration = Duration::from_millis(250);
+
+/// Where the schema stands, if PostgreSQL answers within [`READY_TIMEOUT`];
+/// else why not, in words for the log.
+pub async fn check_database(pool: &PgPool) -> Result<Schema, String> {
+    match tokio::time::timeout(READY_TIMEOUT, schema(pool)).await {
+        Ok(Ok(schema)) => Ok(schema),
+        Ok(Err(error)) => Err(crate::error::chain(&error)),
+        Err(_) => Err(format!("no answer within {READY_TIMEOUT:?}")),
+    }
+}
+
+/// Whether Redis answers a `PING` within [`READY_TIMEOUT`] (on a connection of
+/// its own); else why not.
+pub async fn check_redis(client: &redis::Client) -> Result<(), String> {
+    let ping = async {
+        let mut conn = client.get_multiplexed_async_connection().await?;
+        redis::cmd("PING").query_async::<String>(&mut conn).await.map(|_| ())
+    };
+    match tokio::time::timeout(READY_TIMEOUT, ping).await {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(error)) => Err(error.to_string()),
+        Err(_) => Err(format!("no answer within {READY_TIMEOUT:?}")),
+    }
+}
+
 /// Bounds on what one statement, and one transaction, may take.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Timeouts {
@@ -126,6 +155,17 @@ pub fn connect(
         ("statement_timeout", format!("{}ms", timeouts.statement.as_millis())),
         ("lock_timeout", format!("{}ms", timeouts.lock.as_millis())),
         ("idle_in_transaction_session_timeout", format!("{}ms", timeouts.idle_in_transaction.as_millis())),
+        // PostgreSQL's side of the connection finds a client that went away
+        // without a word (a partition, a lost host) within seconds, and ends
+        // its session and transaction: keepalive probes after 5 s of silence,
+        // every 2 s, 3 of them; data unacknowledged for 10 s ends it too.
+        // (sqlx 0.9 sets no keepalive on its own sockets: the client's side is
+        // bounded by leases, heartbeats and timeouts instead; see
+        // docs/decisions.md, "Partitions".)
+        ("tcp_keepalives_idle", "5".to_owned()),
+        ("tcp_keepalives_interval", "2".to_owned()),
+        ("tcp_keepalives_count", "3".to_owned()),
+        ("tcp_user_timeout", "10000".to_owned()),
     ]);
     Ok(PgPoolOptions::new()
         .max_connections(max_connections)

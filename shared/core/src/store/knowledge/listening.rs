@@ -19,3 +19,10 @@ pub async fn listen(own: &sqlx::PgPool, channels: &[&str]) -> sqlx::Result<sqlx:
     listener.listen_all(channels.iter().copied()).await?;
     Ok(listener)
 }
+
+/// Sends an empty notification on `channel` (a listener's heartbeat).
+pub async fn heartbeat(pool: &sqlx::PgPool, channel: &str) -> sqlx::Result<()> {
+    let mut conn = crate::runtime::connection(pool).await?;
+    sqlx::query!("SELECT pg_notify($1, '')", channel).execute(&mut *conn).await?;
+    Ok(())
+}
