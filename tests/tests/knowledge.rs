@@ -13,6 +13,8 @@ use svc_tests::stack::{Api, OwnRedis, Worker, admin, database_url, flush_namespa
 
 #[path = "knowledge/faults.rs"]
 mod faults;
+#[path = "knowledge/partitions.rs"]
+mod partitions;
 #[path = "knowledge/turns.rs"]
 mod turns;
 

@@ -201,7 +201,9 @@ async fn look_after(pool: sqlx::PgPool, upkeep: Upkeep, interval: Duration, stop
     }
 }
 
-/// Sweeps now and every `interval` until `stop`; a sweep in progress is finished.
+/// Sweeps now and every `interval` until `stop`. A stop ends a sweep in
+/// progress where it is (cut off from PostgreSQL, it might never end): every
+/// step is safe to leave half done, and its lease runs out.
 async fn sweeper(
     pool: sqlx::PgPool,
     queue: Arc<Queue>,
@@ -211,7 +213,11 @@ async fn sweeper(
     stop: CancellationToken,
 ) {
     loop {
-        match svc_core::knowledge::sweep(&pool, Some(&queue), &settings).await {
+        let swept = tokio::select! {
+            () = stop.cancelled() => return,
+            swept = svc_core::knowledge::sweep(&pool, Some(&queue), &settings) => swept,
+        };
+        match swept {
             Ok(swept) => {
                 metrics.swept(swept.requeued, swept.timed_out);
                 if swept.requeued + swept.timed_out > 0 || swept.purged + swept.vacuumed > 0 {

@@ -208,3 +208,27 @@ async fn each_key_gets_its_own_workspace(pool: PgPool) {
         }
     }
 }
+
+/// The listener cut off without a word (a partition: its socket open, nothing
+/// arriving, no error): it hears no heartbeat, counts itself deaf within a few
+/// seconds (nothing kept answers meanwhile), and listens again once the
+/// network returns. Its connection goes through a proxy the test black-holes.
+#[sqlx::test(migrations = "../migrations")]
+async fn a_listener_cut_off_without_a_word_goes_deaf_and_listens_again(pool: PgPool) {
+    let o = pool.connect_options();
+    let proxy = svc_tests::proxy::Proxy::start(format!("{}:{}", o.get_host(), o.get_port()).parse().unwrap()).await;
+    let url = format!("postgres://{}@127.0.0.1:{}/{}", o.get_username(), proxy.port, o.get_database().unwrap());
+    let proxied =
+        svc_core::runtime::connect(&url, "svc-api-partition", 4, svc_core::runtime::Timeouts::SERVING).unwrap();
+    let app = app(proxied).await;
+    proxy.black_hole();
+    until(Duration::from_secs(30), "the cache finds itself deaf", || async {
+        app.metric("svc_caller_cache_listening").await == 0.0
+    })
+    .await;
+    proxy.restore();
+    until(Duration::from_secs(30), "the cache listens again", || async {
+        app.metric("svc_caller_cache_listening").await == 1.0
+    })
+    .await;
+}

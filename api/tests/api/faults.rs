@@ -546,3 +546,39 @@ async fn a_statement_timeout_in_a_job_costs_exactly_one_attempt(pool: PgPool) {
     assert!(svc_core::error::chain(&error).contains("statement timeout"), "{error}");
     assert_eq!(attempts_of(&pool, revision).await, ("processing".to_owned(), 1), "one attempt, counted once");
 }
+
+/// Redis cut off without a word (a black hole): the first push waits out its
+/// timeout and opens the queue's breaker; the pushes after it fail at once
+/// without trying Redis (the work is in PostgreSQL, and the sweeper sends
+/// its jobs); a probe closes the breaker once Redis answers, and pushes go
+/// through again. Real Redis behind a proxy, under a namespace of its own.
+#[tokio::test]
+async fn a_push_that_fails_opens_the_breaker_until_redis_answers_again() {
+    use svc_core::ids::RunId;
+    use svc_core::jobs::{Job, Queue, QueueError};
+    let proxy = svc_tests::proxy::Proxy::start("127.0.0.1:6379".parse().unwrap()).await;
+    let ns = svc_tests::stack::namespace();
+    let queue = Queue::new(&format!("redis://127.0.0.1:{}", proxy.port), &ns).unwrap();
+    let job = || [Job::ApplyReconcile { run: RunId::new() }];
+    queue.send(&job()).await.unwrap();
+    assert!(!queue.breaker_open());
+    let open = |text: &str| text.lines().any(|l| l == "svc_queue_breaker_open 1");
+
+    proxy.black_hole();
+    assert!(matches!(queue.send(&job()).await, Err(QueueError::Timeout(_))), "the first push waits out its timeout");
+    assert!(queue.breaker_open());
+    assert!(open(&svc_core::faults::render()), "{}", svc_core::faults::render());
+    for _ in 0..3 {
+        assert!(matches!(queue.send(&job()).await, Err(QueueError::BreakerOpen)), "later pushes do not try Redis");
+    }
+
+    proxy.restore();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while queue.breaker_open() {
+        assert!(Instant::now() < deadline, "the probe never closed the breaker");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(!open(&svc_core::faults::render()));
+    queue.send(&job()).await.unwrap();
+    svc_tests::stack::flush_namespace("redis://127.0.0.1:6379", &ns).await;
+}
