@@ -14,7 +14,6 @@ pub mod openapi;
 pub mod operations;
 pub mod patch;
 pub mod problem;
-pub mod reference;
 pub mod resources;
 pub mod schema;
 pub mod scope;

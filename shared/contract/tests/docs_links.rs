@@ -1,13 +1,7 @@
-//! The checked-in `docs/api-reference.md` must equal what the catalog generates,
-//! and no link in `docs/` or a README may leave the repository.
-//!
-//! After a deliberate contract change, regenerate with
-//! `UPDATE_DOCS=1 cargo test -p svc-contract --test api_reference`.
+//! No link in `docs/` or a README may leave the repository or lead nowhere:
+//! the documentation must read the same from a clone, offline.
 
 use std::path::{Component, Path, PathBuf};
-
-use svc_contract::ProblemCode;
-use svc_contract::reference::{PATH, UPDATE_COMMAND, api_reference, problem_meaning};
 
 fn repository() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -15,49 +9,6 @@ fn repository() -> PathBuf {
 
 fn read(path: &Path) -> String {
     std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
-}
-
-fn updating() -> bool {
-    std::env::var("UPDATE_DOCS").is_ok_and(|v| !v.is_empty() && v != "0")
-}
-
-#[test]
-fn api_reference_matches_the_catalog() {
-    let path = repository().join(PATH);
-    let generated = api_reference();
-    if updating() {
-        std::fs::write(&path, &generated).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-        return;
-    }
-    let checked_in = std::fs::read_to_string(&path).unwrap_or_default();
-    if checked_in == generated {
-        return;
-    }
-    let (line, expected, found) = generated
-        .lines()
-        .map(Some)
-        .chain(std::iter::repeat(None))
-        .zip(checked_in.lines().map(Some).chain(std::iter::repeat(None)))
-        .enumerate()
-        .find(|(_, (expected, found))| expected != found)
-        .map(|(i, (expected, found))| (i + 1, expected.unwrap_or("<end of file>"), found.unwrap_or("<end of file>")))
-        .unwrap_or((0, "<a trailing newline>", "<none>"));
-    panic!(
-        "{PATH} is stale: it differs from what the catalog generates, first at line {line}.\n\
-         expected: {expected}\n\
-         found:    {found}\n\
-         Do not edit it by hand; run `{UPDATE_COMMAND}` and commit the result."
-    );
-}
-
-/// The meanings the reference prints are the spec's, word for word.
-#[test]
-fn problem_meanings_are_the_specs() {
-    let spec = read(&repository().join("docs/spec/tenant-operations-spec.md"));
-    for code in ProblemCode::ALL {
-        let row = format!("| `{}` | {} |", code.as_str(), problem_meaning(code));
-        assert!(spec.contains(&row), "the spec's problem table has no row `{row}`");
-    }
 }
 
 /// Markdown link targets in `text`: `[text](target)` and `<scheme://...>`.
@@ -117,7 +68,7 @@ fn links_in_docs_and_readmes_stay_in_the_repository() {
             }
         }
     }
-    assert!(files.iter().any(|f| f.ends_with(PATH)), "{PATH} is missing");
+    assert!(!files.is_empty(), "no Markdown found under docs/");
     // And the READMEs a newcomer starts from.
     files.extend(["README.md", "cli/README.md"].map(|f| repository.join(f)));
     let mut outward = Vec::new();
