@@ -1,22 +1,39 @@
 """BM25 baseline for `svc-bench answers`: nDCG@5 of bm25s (English stemmer and
 stop words, default parameters) over each document's title and text, on the
-same documents and questions. Prints one number.
+same documents and questions, from a BEIR-format folder (corpus.jsonl,
+queries.jsonl, qrels/test.tsv).
 
-Needs `pip install bm25s PyStemmer`. Usage: bm25_baseline.py DATASET_DIR
+Prints the nDCG@5 over all questions alone on the first line; then, when the
+questions carry a `kind`, one line per kind in the order the kinds first
+appear: `KIND NDCG@5 (N questions)`. With --json it prints instead one JSON
+object, `{"ndcg5": {QUERY_ID: NDCG@5, ...}}` (what `svc-bench answers` reads).
+
+Needs the packages of bm25_baseline.requirements.txt (`svc-bench answers`
+installs them into target/bm25-venv; by hand: `pip install -r
+bench/bm25_baseline.requirements.txt`).
+
+Usage: bm25_baseline.py [--json] DATASET_DIR
 """
+import argparse
 import json
 import math
-import sys
 
 import bm25s
 import Stemmer
 
-folder = sys.argv[1]
+parser = argparse.ArgumentParser(description="nDCG@5 of BM25 (bm25s) on a BEIR-format folder")
+parser.add_argument("--json", action="store_true", help="print each question's nDCG@5 as JSON")
+parser.add_argument("folder")
+arguments = parser.parse_args()
+folder = arguments.folder
+
 documents = [json.loads(line) for line in open(f"{folder}/corpus.jsonl") if line.strip()]
 queries = [json.loads(line) for line in open(f"{folder}/queries.jsonl") if line.strip()]
 judged = {}
 for line in open(f"{folder}/qrels/test.tsv").read().splitlines()[1:]:
-    query, document, grade = line.split("\t")
+    if not line.strip():
+        continue
+    query, document, grade = line.split("\t")[:3]
     judged.setdefault(query, {})[document] = int(grade)
 
 
@@ -35,6 +52,16 @@ retriever.index(bm25s.tokenize(corpus, stopwords="en", stemmer=stemmer, show_pro
 scores = []
 for query in queries:
     tokens = bm25s.tokenize([query["text"]], stopwords="en", stemmer=stemmer, show_progress=False)
-    found, _ = retriever.retrieve(tokens, k=5, show_progress=False)
+    found, _ = retriever.retrieve(tokens, k=min(5, len(documents)), show_progress=False)
     scores.append(ndcg5([documents[i]["_id"] for i in found[0]], judged.get(query["_id"], {})))
-print(f"{sum(scores) / len(scores):.4f}")
+
+if arguments.json:
+    print(json.dumps({"ndcg5": {query["_id"]: score for query, score in zip(queries, scores)}}))
+else:
+    print(f"{sum(scores) / len(scores):.4f}")
+    kinds = {}
+    if any("kind" in query for query in queries):
+        for query, score in zip(queries, scores):
+            kinds.setdefault(query.get("kind", "(no kind)"), []).append(score)
+    for kind, of_kind in kinds.items():
+        print(f"{kind} {sum(of_kind) / len(of_kind):.4f} ({len(of_kind)} questions)")

@@ -49,43 +49,36 @@ use crate::common::Scratch;
 use crate::waits::{Sampler, Samples};
 use crate::{corpus, cpu};
 
-struct Options {
+/// `svc-bench adds`.
+#[derive(clap::Args)]
+pub struct Options {
+    /// Sources the Agent grows to (at least 10: the import is measured by tenths).
+    #[arg(long, default_value_t = 20_000, value_name = "N")]
     sources: usize,
+    /// Size of each source, about (bytes).
+    #[arg(long, default_value_t = 400, value_name = "N")]
     size: usize,
+    /// Concurrent clients adding.
+    #[arg(long, default_value_t = 8, value_name = "N")]
     clients: usize,
+    /// Real svc-worker processes processing as the adds arrive (0: the add path alone).
+    #[arg(long, default_value_t = 1, value_name = "N")]
     workers: usize,
+    /// Rounds; each runs every build in turn, and the table has the medians.
+    #[arg(long, default_value_t = 1, value_name = "N")]
     rounds: usize,
+    /// Folders holding the svc-api and svc-worker of each build to measure
+    /// (comma-separated); the default is svc-bench's own folder.
+    #[arg(long, value_delimiter = ',', default_values_os_t = [own_folder()], value_name = "DIR,DIR")]
     bins: Vec<PathBuf>,
+    /// The corpus.jsonl the sources' text is drawn from.
+    #[arg(long, default_value_os_t = corpus::default_path(), value_name = "PATH")]
     corpus: PathBuf,
 }
 
-fn options(args: Vec<String>) -> anyhow::Result<Options> {
-    let own = std::env::current_exe()?.parent().context("the binary's folder")?.to_owned();
-    let mut options = Options {
-        sources: 20_000,
-        size: 400,
-        clients: 8,
-        workers: 1,
-        rounds: 1,
-        bins: vec![own],
-        corpus: corpus::default_path(),
-    };
-    let mut args = args.into_iter();
-    while let Some(arg) = args.next() {
-        let value = args.next().context("every option takes a value")?;
-        match arg.as_str() {
-            "--sources" => options.sources = value.parse()?,
-            "--size" => options.size = value.parse()?,
-            "--clients" => options.clients = value.parse()?,
-            "--workers" => options.workers = value.parse()?,
-            "--rounds" => options.rounds = value.parse()?,
-            "--bins" => options.bins = value.split(',').map(PathBuf::from).collect(),
-            "--corpus" => options.corpus = value.into(),
-            other => anyhow::bail!("unknown option {other}"),
-        }
-    }
-    anyhow::ensure!(options.sources >= 10, "--sources must be at least 10");
-    Ok(options)
+/// The folder of this program, where its build's `svc-api` and `svc-worker` are.
+fn own_folder() -> PathBuf {
+    std::env::current_exe().ok().and_then(|exe| exe.parent().map(PathBuf::from)).unwrap_or_default()
 }
 
 /// Adds per second over the first and the last tenth of the adds, and overall.
@@ -110,8 +103,8 @@ struct Rates {
     worker_cores_tenths: (f64, f64),
 }
 
-pub async fn run(args: Vec<String>) -> anyhow::Result<()> {
-    let options = options(args)?;
+pub async fn run(options: Options) -> anyhow::Result<()> {
+    anyhow::ensure!(options.sources >= 10, "--sources must be at least 10");
     let abstracts = corpus::read(&options.corpus)?;
     let documents: Arc<Vec<String>> =
         Arc::new((0..options.sources).map(|i| corpus::document(&abstracts, i as u64, options.size)).collect());

@@ -1,10 +1,13 @@
 //! Answers: quality and speed of the answer engine.
 //!
-//! - Quality: nDCG@5 of an answer's `sources` on the public labelled set in
-//!   `../shared/data/retrieval/dbpedia` (each document one Knowledge Source,
-//!   ingested through the real API and workers), beside BM25 (the `bm25s`
-//!   Python library: English stemmer and stop words) on the same documents and
-//!   questions in the same run (`bench/bm25_baseline.py`).
+//! - Quality: nDCG@5 of an answer's `sources` on labelled sets in BEIR format
+//!   (`--quality DIR`, repeatable; by default the public set in
+//!   `../shared/data/retrieval/dbpedia`): each document one Knowledge Source,
+//!   ingested through the real API and workers, each question asked once.
+//!   Beside it, BM25 (the `bm25s` Python library: English stemmer and stop
+//!   words) on the same documents and questions in the same run
+//!   (`bench/bm25_baseline.py`), overall and per question `kind` when the
+//!   questions carry one.
 //! - Speed: answers/s and latency of the extractive engine for an Agent holding
 //!   `--sources` sources of about `--size` bytes each (by default 100 of
 //!   750,000; 100,000 of 400 is a help centre of FAQ entries), added through
@@ -14,8 +17,8 @@
 //!   `ANALYZE`.
 //!
 //! `cargo build --release --workspace --bins &&
-//!  cargo run --release -p svc-bench -- answers [--only quality|speed] [--dataset DIR] [--concurrency 8]
-//!  [--sources 100] [--size 750000]`
+//!  target/release/svc-bench answers [--only quality|speed] [--quality DIR ...] [--corpus PATH]
+//!  [--concurrency 8] [--questions 200] [--sources 100] [--size 750000]`
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -30,40 +33,65 @@ use svc_core::ids::AgentId;
 use crate::common::Stack;
 use crate::corpus;
 
-struct Options {
-    only: Option<String>,
-    dataset: PathBuf,
+/// One half of the benchmark.
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Half {
+    /// nDCG@5 beside BM25 on each `--quality` set.
+    Quality,
+    /// Answers/s and latency over `--sources` sources of `--size` bytes.
+    Speed,
+}
+
+/// `svc-bench answers`.
+#[derive(clap::Args)]
+pub struct Options {
+    /// Runs one half only [default: both, quality first].
+    #[arg(long, value_enum, value_name = "HALF")]
+    only: Option<Half>,
+    /// A labelled set in BEIR format to measure ranking quality on: a folder
+    /// of corpus.jsonl (_id, title, text), queries.jsonl (_id, text, and an
+    /// optional kind) and qrels/test.tsv. Repeat it for several sets, each
+    /// measured in an Agent of its own and printed in its own table.
+    #[arg(
+        long,
+        visible_alias = "dataset",
+        value_name = "DATASET",
+        default_values_os_t = [default_dataset()],
+        help_heading = "Quality"
+    )]
+    quality: Vec<PathBuf>,
+    /// The corpus.jsonl the sources' text and the questions are drawn from.
+    #[arg(long, default_value_os_t = corpus::default_path(), value_name = "PATH", help_heading = "Speed")]
+    corpus: PathBuf,
+    /// Askers at once.
+    #[arg(long, default_value_t = 8, value_name = "N", help_heading = "Speed")]
     concurrency: usize,
+    /// Questions, each asked twice (after 20 to warm up), without and then with table statistics.
+    #[arg(long, default_value_t = 200, value_name = "N", help_heading = "Speed")]
     questions: usize,
+    /// Sources in the Agent.
+    #[arg(long, default_value_t = 100, value_name = "N", help_heading = "Speed")]
     sources: usize,
+    /// Size of each source, about (bytes).
+    #[arg(long, default_value_t = 750_000, value_name = "N", help_heading = "Speed")]
     size: usize,
 }
 
-fn options(args: Vec<String>) -> anyhow::Result<Options> {
-    let dataset = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/data/retrieval/dbpedia");
-    let mut options = Options { only: None, dataset, concurrency: 8, questions: 200, sources: 100, size: 750_000 };
-    let mut args = args.into_iter();
-    while let Some(arg) = args.next() {
-        let value = args.next().context("every option takes a value")?;
-        match arg.as_str() {
-            "--only" => options.only = Some(value),
-            "--dataset" => options.dataset = value.into(),
-            "--concurrency" => options.concurrency = value.parse()?,
-            "--questions" => options.questions = value.parse()?,
-            "--sources" => options.sources = value.parse()?,
-            "--size" => options.size = value.parse()?,
-            other => anyhow::bail!("unknown option {other}"),
-        }
-    }
-    Ok(options)
+/// The public labelled set beside the repository.
+fn default_dataset() -> PathBuf {
+    corpus::beside_project("shared/data/retrieval/dbpedia")
 }
 
-pub async fn run(args: Vec<String>) -> anyhow::Result<()> {
-    let options = options(args)?;
-    if options.only.as_deref() != Some("speed") {
-        quality(&options.dataset).await?;
+pub async fn run(options: Options) -> anyhow::Result<()> {
+    if options.only != Some(Half::Speed) {
+        // Every set is read first, so that a wrong path fails before the long part.
+        let datasets =
+            options.quality.iter().map(|folder| Dataset::read(folder)).collect::<anyhow::Result<Vec<_>>>()?;
+        for dataset in &datasets {
+            quality(dataset).await?;
+        }
     }
-    if options.only.as_deref() != Some("quality") {
+    if options.only != Some(Half::Quality) {
         speed(&options).await?;
     }
     Ok(())
@@ -98,31 +126,100 @@ fn speaker(agent: &str) -> anyhow::Result<Speaker> {
     })
 }
 
-async fn quality(dataset: &Path) -> anyhow::Result<()> {
-    let documents = lines(&dataset.join("corpus.jsonl"))?;
-    let queries = lines(&dataset.join("queries.jsonl"))?;
-    let mut judged: HashMap<String, HashMap<String, u32>> = HashMap::new();
-    let qrels = std::fs::read_to_string(dataset.join("qrels/test.tsv"))?;
-    for line in qrels.lines().skip(1) {
-        let mut fields = line.split('\t');
-        if let (Some(q), Some(d), Some(g)) = (fields.next(), fields.next(), fields.next()) {
-            judged.entry(q.to_owned()).or_default().insert(d.to_owned(), g.parse()?);
-        }
-    }
-    println!("\nsvc-bench answers (quality): {} documents, {} questions", documents.len(), queries.len());
-    let stack = Stack::start("answersq", 2).await?;
-    let sources = documents
-        .iter()
-        .map(|d| {
-            let title: String = d["title"].as_str().unwrap_or_default().chars().take(240).collect();
+/// A question of a labelled set.
+struct Query {
+    id: String,
+    text: String,
+    /// What sort of question it is (e.g. `paraphrase` or `lexical`), when the set says.
+    kind: Option<String>,
+}
+
+/// A labelled set in BEIR format.
+struct Dataset {
+    name: String,
+    folder: PathBuf,
+    /// `(key, title, content)` of each document, as Knowledge Sources.
+    documents: Vec<(String, String, String)>,
+    queries: Vec<Query>,
+    /// Query id to document id to grade.
+    judged: HashMap<String, HashMap<String, u32>>,
+}
+
+impl Dataset {
+    fn read(folder: &Path) -> anyhow::Result<Self> {
+        let field = |value: &Value, name: &str, file: &str| -> anyhow::Result<String> {
+            value[name].as_str().map(str::to_owned).with_context(|| format!("{file}: a line without {name}: {value}"))
+        };
+        let mut documents = Vec::new();
+        for document in lines(&folder.join("corpus.jsonl"))? {
+            let title: String = document["title"].as_str().unwrap_or_default().chars().take(240).collect();
             let title = if title.trim().is_empty() { "Untitled".to_owned() } else { title };
-            (d["_id"].as_str().unwrap_or_default().to_owned(), title, d["text"].as_str().unwrap_or_default().to_owned())
-        })
-        .collect();
+            let text = document["text"].as_str().unwrap_or_default().to_owned();
+            documents.push((field(&document, "_id", "corpus.jsonl")?, title, text));
+        }
+        let mut queries = Vec::new();
+        for query in lines(&folder.join("queries.jsonl"))? {
+            queries.push(Query {
+                id: field(&query, "_id", "queries.jsonl")?,
+                text: field(&query, "text", "queries.jsonl")?,
+                kind: query["kind"].as_str().map(str::to_owned),
+            });
+        }
+        let qrels = folder.join("qrels/test.tsv");
+        let qrels = std::fs::read_to_string(&qrels).with_context(|| format!("read {}", qrels.display()))?;
+        let mut judged: HashMap<String, HashMap<String, u32>> = HashMap::new();
+        for line in qrels.lines().skip(1).filter(|l| !l.trim().is_empty()) {
+            let mut fields = line.split('\t');
+            if let (Some(q), Some(d), Some(g)) = (fields.next(), fields.next(), fields.next()) {
+                let grade = g.trim().parse().with_context(|| format!("qrels/test.tsv: a grade of {g:?}"))?;
+                judged.entry(q.to_owned()).or_default().insert(d.to_owned(), grade);
+            }
+        }
+        anyhow::ensure!(
+            !documents.is_empty() && !queries.is_empty(),
+            "{}: no documents or no questions",
+            folder.display()
+        );
+        let folder = std::fs::canonicalize(folder).unwrap_or_else(|_| folder.to_owned());
+        let name =
+            folder.file_name().map_or_else(|| folder.display().to_string(), |n| n.to_string_lossy().into_owned());
+        Ok(Self { name, folder, documents, queries, judged })
+    }
+
+    /// The table's rows: every question, then those of each kind in the order
+    /// the kinds first appear (when any question has one), as indices into
+    /// `queries`.
+    fn groups(&self) -> Vec<(String, Vec<usize>)> {
+        let mut groups = vec![("all".to_owned(), (0..self.queries.len()).collect::<Vec<_>>())];
+        if self.queries.iter().any(|q| q.kind.is_some()) {
+            for (i, query) in self.queries.iter().enumerate() {
+                let kind = format!("kind {}", query.kind.as_deref().unwrap_or("(none)"));
+                match groups.iter_mut().skip(1).find(|(name, _)| *name == kind) {
+                    Some((_, members)) => members.push(i),
+                    None => groups.push((kind, vec![i])),
+                }
+            }
+        }
+        groups
+    }
+}
+
+/// nDCG@5 of every question of `dataset`, asked of an Agent that holds each
+/// of its documents as one Knowledge Source (added through the real API,
+/// processed by two real workers), beside BM25's; then the table.
+async fn quality(dataset: &Dataset) -> anyhow::Result<()> {
+    println!(
+        "\nsvc-bench answers (quality): {} ({}): {} documents, {} questions",
+        dataset.name,
+        dataset.folder.display(),
+        dataset.documents.len(),
+        dataset.queries.len()
+    );
+    let stack = Stack::start("answersq", 2).await?;
     let started = Instant::now();
-    stack.add_all(sources, 8).await?;
-    stack.wait_active(documents.len() as i64).await?;
-    eprintln!("{} sources active in {:.1} s", documents.len(), started.elapsed().as_secs_f64());
+    stack.add_all(dataset.documents.clone(), 8).await?;
+    stack.wait_active(dataset.documents.len() as i64).await?;
+    eprintln!("{} sources active in {:.1} s", dataset.documents.len(), started.elapsed().as_secs_f64());
     let keys: HashMap<String, String> =
         sqlx::query_as::<_, (uuid::Uuid, String)>("SELECT id, key FROM knowledge_sources")
             .fetch_all(&stack.pool)
@@ -131,30 +228,103 @@ async fn quality(dataset: &Path) -> anyhow::Result<()> {
             .map(|(id, key)| (svc_core::ids::SourceId(id).to_string(), key))
             .collect();
     let speaker = speaker(&stack.agent)?;
-    let mut total = 0.0;
-    for query in &queries {
-        let answer = answers::answer(&stack.pool, None, &speaker, query["text"].as_str().unwrap_or_default()).await?;
+    let unjudged = HashMap::new();
+    let mut ours = Vec::with_capacity(dataset.queries.len());
+    for query in &dataset.queries {
+        let answer = answers::answer(&stack.pool, None, &speaker, &query.text).await?;
         let ranked: Vec<String> = answer.sources.iter().filter_map(|s| keys.get(&s.id.to_string()).cloned()).collect();
-        total += ndcg5(&ranked, judged.get(query["_id"].as_str().unwrap_or_default()).unwrap_or(&HashMap::new()));
+        ours.push(ndcg5(&ranked, dataset.judged.get(&query.id).unwrap_or(&unjudged)));
     }
-    let ours = total / queries.len() as f64;
     stack.stop().await?;
-    let baseline = std::process::Command::new("python3")
-        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("bm25_baseline.py"))
-        .arg(dataset)
-        .output();
-    let bm25 = match baseline {
-        Ok(output) if output.status.success() => String::from_utf8_lossy(&output.stdout).trim().to_owned(),
-        Ok(output) => format!(
-            "not run ({}; pip install bm25s PyStemmer)",
-            String::from_utf8_lossy(&output.stderr).lines().last().unwrap_or("")
+    let bm25 = bm25(&dataset.folder)
+        .map(|scores| dataset.queries.iter().map(|q| scores.get(&q.id).copied().unwrap_or(0.0)).collect::<Vec<f64>>());
+    let mean =
+        |scores: &[f64], members: &[usize]| members.iter().map(|&i| scores[i]).sum::<f64>() / members.len() as f64;
+    println!("\n| questions | count | svc nDCG@5 | BM25 nDCG@5 | svc / BM25 |\n| --- | ---: | ---: | ---: | ---: |");
+    for (name, members) in dataset.groups() {
+        let svc = mean(&ours, &members);
+        let (bm25, ratio) = match &bm25 {
+            Ok(scores) => {
+                let bm25 = mean(scores, &members);
+                (format!("{bm25:.4}"), if bm25 > 0.0 { format!("{:.2}", svc / bm25) } else { "-".to_owned() })
+            }
+            Err(_) => ("not run".to_owned(), "-".to_owned()),
+        };
+        println!("| {name} | {} | {svc:.4} | {bm25} | {ratio} |", members.len());
+    }
+    match &bm25 {
+        Ok(_) => println!(
+            "\nsvc: the sources of each answer, best first; BM25: bm25s, English stemmer and stop words, title + text."
         ),
-        Err(error) => format!("not run ({error})"),
-    };
-    println!("\n| ranking | nDCG@5 |\n| --- | ---: |");
-    println!("| svc answer engine (sources of each answer) | {ours:.4} |");
-    println!("| BM25 (bm25s, English stemmer and stop words, title + text) | {bm25} |");
+        Err(why) => println!("\nBM25 not run: {why}"),
+    }
     Ok(())
+}
+
+/// The BM25 baseline's packages, pinned, and where they are installed.
+const BM25_REQUIREMENTS: &str = include_str!("../bm25_baseline.requirements.txt");
+
+/// Each question's nDCG@5 by BM25 (`bench/bm25_baseline.py --json`), or why
+/// it could not be run. It runs in `target/bm25-venv`, made with the pinned
+/// packages on first use; where that cannot be made (no package registry),
+/// in `python3` as it is.
+fn bm25(dataset: &Path) -> Result<HashMap<String, f64>, String> {
+    let python = match baseline_python() {
+        Ok(python) => python,
+        Err(error) => {
+            eprintln!("BM25: no virtualenv ({error:#}); trying python3 as it is");
+            PathBuf::from("python3")
+        }
+    };
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("bm25_baseline.py");
+    let output = std::process::Command::new(&python)
+        .arg(script)
+        .arg("--json")
+        .arg(dataset)
+        .output()
+        .map_err(|error| format!("{}: {error}", python.display()))?;
+    if !output.status.success() {
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        return Err(format!(
+            "{} (pip install -r bench/bm25_baseline.requirements.txt)",
+            stderr.lines().last().unwrap_or("bm25_baseline.py failed")
+        ));
+    }
+    #[derive(serde::Deserialize)]
+    struct Baseline {
+        ndcg5: HashMap<String, f64>,
+    }
+    serde_json::from_slice::<Baseline>(&output.stdout)
+        .map(|baseline| baseline.ndcg5)
+        .map_err(|error| format!("bm25_baseline.py printed no figures: {error}"))
+}
+
+/// `target/bm25-venv/bin/python3`, the virtualenv made (again) when its
+/// packages are not the pinned ones.
+fn baseline_python() -> anyhow::Result<PathBuf> {
+    let repository = Path::new(env!("CARGO_MANIFEST_DIR")).parent().context("the repository")?;
+    let venv = repository.join("target/bm25-venv");
+    let python = venv.join("bin/python3");
+    let stamp = venv.join(".svc-requirements.txt");
+    if std::fs::read_to_string(&stamp).is_ok_and(|installed| installed == BM25_REQUIREMENTS) {
+        return Ok(python);
+    }
+    eprintln!("BM25: installing the pinned bm25s and PyStemmer into {}", venv.display());
+    let run = |command: &mut std::process::Command| -> anyhow::Result<()> {
+        let output = command.output().with_context(|| format!("run {command:?}"))?;
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        anyhow::ensure!(output.status.success(), "{command:?}: {}", stderr.lines().last().unwrap_or_default());
+        Ok(())
+    };
+    let _ = std::fs::remove_dir_all(&venv);
+    run(std::process::Command::new("python3").arg("-m").arg("venv").arg(&venv))?;
+    let requirements = venv.join("requirements.txt");
+    std::fs::write(&requirements, BM25_REQUIREMENTS)?;
+    run(std::process::Command::new(venv.join("bin/pip"))
+        .args(["install", "--quiet", "--disable-pip-version-check", "--no-deps", "-r"])
+        .arg(&requirements))?;
+    std::fs::write(&stamp, BM25_REQUIREMENTS)?;
+    Ok(python)
 }
 
 /// `count` sources of about `size` bytes: documents assembled from the
@@ -195,7 +365,7 @@ fn sources(abstracts: &[corpus::Abstract], count: usize, size: usize) -> Vec<(St
 
 async fn speed(options: &Options) -> anyhow::Result<()> {
     let (concurrency, count) = (options.concurrency, options.questions);
-    let abstracts = corpus::read(&options.dataset.join("corpus.jsonl"))?;
+    let abstracts = corpus::read(&options.corpus)?;
     let documents = sources(&abstracts, options.sources, options.size);
     let bytes: usize = documents.iter().map(|d| d.2.len()).sum();
     println!(
@@ -308,4 +478,53 @@ async fn ask(stack: &Stack, speaker: &Speaker, questions: &[String], concurrency
         answer: (at(&latency, 0.5), at(&latency, 0.99)),
         retrieval: (at(&retrieval, 0.5), at(&retrieval, 0.99)),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Benchmark, parse};
+
+    fn answers(args: &[&str]) -> Options {
+        let args: Vec<&str> = std::iter::once("answers").chain(args.iter().copied()).collect();
+        let Ok(Benchmark::Answers(options)) = parse(&args) else { panic!("answers {args:?}") };
+        options
+    }
+
+    #[test]
+    fn quality_sets_repeat_and_dataset_is_the_same_option() {
+        let options = answers(&[]);
+        assert_eq!(options.quality, [default_dataset()]);
+        assert!(options.only.is_none() && options.corpus == corpus::default_path());
+        assert_eq!((options.concurrency, options.questions, options.sources, options.size), (8, 200, 100, 750_000));
+        let options = answers(&["--only", "quality", "--quality", "a", "--dataset", "b", "--quality=c"]);
+        assert_eq!(options.quality, [Path::new("a"), Path::new("b"), Path::new("c")]);
+        assert!(options.only == Some(Half::Quality));
+    }
+
+    #[test]
+    fn the_paraphrase_set_reads_with_its_kinds() {
+        let dataset = Dataset::read(&Path::new(env!("CARGO_MANIFEST_DIR")).join("data/paraphrase")).unwrap();
+        assert_eq!((dataset.name.as_str(), dataset.documents.len(), dataset.queries.len()), ("paraphrase", 110, 133));
+        let groups: Vec<(String, usize)> = dataset.groups().into_iter().map(|(name, m)| (name, m.len())).collect();
+        let expected = [("all", 133), ("kind paraphrase", 95), ("kind lexical", 38)];
+        assert_eq!(groups, expected.map(|(name, n)| (name.to_owned(), n)));
+        assert!(dataset.queries.iter().all(|q| dataset.judged[&q.id].values().any(|&g| g == 2)));
+    }
+
+    #[test]
+    fn ndcg_at_5_is_the_standard_one() {
+        let grades = HashMap::from([("a".to_owned(), 2), ("b".to_owned(), 1), ("c".to_owned(), 0)]);
+        let ranked = |ids: &[&str]| ids.iter().map(|&s| s.to_owned()).collect::<Vec<_>>();
+        assert!((ndcg5(&ranked(&["a", "b"]), &grades) - 1.0).abs() < 1e-12);
+        let swapped = (1.0 + 2.0 / 3f64.log2()) / (2.0 + 1.0 / 3f64.log2());
+        assert!(
+            (ndcg5(&ranked(&["x", "b", "a"]), &grades) - (1.0 / 3f64.log2() + 2.0 / 2.0) / (2.0 + 1.0 / 3f64.log2()))
+                .abs()
+                < 1e-12
+        );
+        assert!((ndcg5(&ranked(&["b", "a"]), &grades) - swapped).abs() < 1e-12);
+        assert_eq!(ndcg5(&ranked(&["x", "y", "z", "w", "v", "a"]), &grades), 0.0);
+        assert_eq!(ndcg5(&ranked(&["a"]), &HashMap::new()), 0.0);
+    }
 }

@@ -141,7 +141,11 @@ impl Stack {
             )
             .await;
         let agent = agent.json()["data"]["agent"]["id"].as_str().context("an Agent")?.to_owned();
-        anyhow::ensure!(binary.exists(), "build the release binaries first: cargo build --release --workspace --bins");
+        anyhow::ensure!(
+            binary.exists(),
+            "no {}: build the binaries first (cargo build --release --workspace --bins)",
+            binary.display()
+        );
         let mut spawned = Vec::new();
         for _ in 0..workers {
             let mut process = svc_tests::process::Spawned::start_at(

@@ -9,7 +9,13 @@ use serde_json::Value;
 
 /// The retrieval set's corpus, beside the project (`--corpus` overrides it).
 pub fn default_path() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/data/retrieval/dbpedia/corpus.jsonl")
+    beside_project("shared/data/retrieval/dbpedia/corpus.jsonl")
+}
+
+/// `path` in the folder that holds the repository, without `..` where it exists.
+pub fn beside_project(path: &str) -> PathBuf {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").join(path);
+    std::fs::canonicalize(&path).unwrap_or(path)
 }
 
 /// A title and a text.

@@ -20,50 +20,37 @@ use crate::common::Stack;
 use crate::corpus;
 use crate::ingest::documents;
 
-struct Options {
+/// `svc-bench fairness`.
+#[derive(clap::Args)]
+pub struct Options {
+    /// Sources in Workspace A's backlog.
+    #[arg(long, default_value_t = 60, value_name = "N")]
     sources: usize,
+    /// Size of each of A's sources, at most (bytes).
+    #[arg(long, default_value_t = 750_000, value_name = "N")]
     bytes: usize,
+    /// Real svc-worker processes, one scenario per number (comma-separated).
+    #[arg(long, value_delimiter = ',', default_value = "1,2", value_name = "N,N")]
     workers: Vec<usize>,
+    /// Clients adding A's backlog at once.
+    #[arg(long, default_value_t = 8, value_name = "N")]
     senders: usize,
+    /// Workspaces the pending revisions are spread over, for the cost of a look at the turn order.
+    #[arg(long, default_value_t = 1_000, value_name = "N")]
     workspaces: i64,
+    /// Pending revisions, for the cost of a look at the turn order.
+    #[arg(long, default_value_t = 10_000, value_name = "N")]
     pending: i64,
+    /// The corpus.jsonl the sources' text is drawn from.
+    #[arg(long, default_value_os_t = corpus::default_path(), value_name = "PATH")]
     corpus: PathBuf,
-    /// Other builds' `svc-worker` to run the same scenario with (e.g. the
-    /// first-in, first-out worker of an earlier commit).
+    /// Other builds' svc-worker binaries to run the same scenario with, beside
+    /// this build's (comma-separated).
+    #[arg(long, value_delimiter = ',', value_name = "WORKER,WORKER")]
     compare: Vec<PathBuf>,
 }
 
-fn options(args: Vec<String>) -> anyhow::Result<Options> {
-    let mut options = Options {
-        sources: 60,
-        bytes: 750_000,
-        workers: vec![1, 2],
-        senders: 8,
-        workspaces: 1_000,
-        pending: 10_000,
-        corpus: corpus::default_path(),
-        compare: Vec::new(),
-    };
-    let mut args = args.into_iter();
-    while let Some(arg) = args.next() {
-        let value = args.next().context("every option takes a value")?;
-        match arg.as_str() {
-            "--sources" => options.sources = value.parse()?,
-            "--bytes" => options.bytes = value.parse()?,
-            "--workers" => options.workers = value.split(',').map(str::parse).collect::<Result<_, _>>()?,
-            "--senders" => options.senders = value.parse()?,
-            "--workspaces" => options.workspaces = value.parse()?,
-            "--pending" => options.pending = value.parse()?,
-            "--corpus" => options.corpus = value.into(),
-            "--compare" => options.compare = value.split(',').map(PathBuf::from).collect(),
-            other => anyhow::bail!("unknown option {other}"),
-        }
-    }
-    Ok(options)
-}
-
-pub async fn run(args: Vec<String>) -> anyhow::Result<()> {
-    let options = options(args)?;
+pub async fn run(options: Options) -> anyhow::Result<()> {
     let backlog = documents(&options.corpus, options.sources, options.bytes)?;
     let small = documents(&options.corpus, 1, 2_000)?.remove(0);
     println!(

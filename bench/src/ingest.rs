@@ -11,37 +11,27 @@
 use std::path::PathBuf;
 use std::time::Instant;
 
-use anyhow::Context;
-use svc_core::knowledge::passages;
-
 use crate::common::{Scratch, Stack};
 use crate::corpus;
 
-struct Options {
+/// `svc-bench ingest`.
+#[derive(clap::Args)]
+pub struct Options {
+    /// Documents to add.
+    #[arg(long, default_value_t = 100, value_name = "N")]
     sources: usize,
+    /// Size of each document, at most (bytes).
+    #[arg(long, default_value_t = 750_000, value_name = "N")]
     bytes: usize,
+    /// Real svc-worker processes, one run per number (comma-separated).
+    #[arg(long, value_delimiter = ',', default_value = "1,2", value_name = "N,N")]
     workers: Vec<usize>,
+    /// The corpus.jsonl the documents' text is drawn from.
+    #[arg(long, default_value_os_t = corpus::default_path(), value_name = "PATH")]
     corpus: PathBuf,
     /// Adds in flight at once.
+    #[arg(long, default_value_t = 4, value_name = "N")]
     senders: usize,
-}
-
-fn options(args: Vec<String>) -> anyhow::Result<Options> {
-    let mut options =
-        Options { sources: 100, bytes: 750_000, workers: vec![1, 2], corpus: corpus::default_path(), senders: 4 };
-    let mut args = args.into_iter();
-    while let Some(arg) = args.next() {
-        let value = args.next().context("every option takes a value")?;
-        match arg.as_str() {
-            "--sources" => options.sources = value.parse()?,
-            "--bytes" => options.bytes = value.parse()?,
-            "--workers" => options.workers = value.split(',').map(str::parse).collect::<Result<_, _>>()?,
-            "--corpus" => options.corpus = value.into(),
-            "--senders" => options.senders = value.parse()?,
-            other => anyhow::bail!("unknown option {other}"),
-        }
-    }
-    Ok(options)
 }
 
 pub struct Document {
@@ -62,8 +52,7 @@ pub fn documents(path: &std::path::Path, count: usize, bytes: usize) -> anyhow::
         .collect())
 }
 
-pub async fn run(args: Vec<String>) -> anyhow::Result<()> {
-    let options = options(args)?;
+pub async fn run(options: Options) -> anyhow::Result<()> {
     let documents = documents(&options.corpus, options.sources, options.bytes)?;
     let total: usize = documents.iter().map(|d| d.content.len()).sum();
     let mb = total as f64 / 1e6;
@@ -114,7 +103,7 @@ pub async fn copy_limit(documents: &[Document]) -> anyhow::Result<(f64, usize)> 
     let mut payload = String::new();
     let mut rows = 0;
     for document in documents {
-        for passage in passages::split(&document.content) {
+        for passage in svc_search::split(&document.content) {
             let heading = passage.heading.as_deref().map_or("\\N".to_owned(), escape);
             payload.push_str(&format!("{agent}\t{}\t{heading}\t{}\n", escape(&document.title), escape(&passage.body)));
             rows += 1;
@@ -151,4 +140,19 @@ async fn pipeline(documents: &[Document], workers: usize, senders: usize) -> any
     eprintln!("{workers} worker(s): adds accepted in {:.1} s, all active in {secs:.1} s", accepted.as_secs_f64());
     stack.stop().await?;
     Ok(secs)
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::{Benchmark, parse};
+
+    #[test]
+    fn workers_are_a_comma_separated_list() {
+        let Ok(Benchmark::Ingest(options)) = parse(&["ingest"]) else { panic!("ingest") };
+        assert_eq!((options.workers, options.sources, options.bytes, options.senders), (vec![1, 2], 100, 750_000, 4));
+        assert!(options.corpus.ends_with("shared/data/retrieval/dbpedia/corpus.jsonl"));
+        let Ok(Benchmark::Ingest(options)) = parse(&["ingest", "--workers", "2,4,8"]) else { panic!("ingest") };
+        assert_eq!(options.workers, [2, 4, 8]);
+        assert!(parse(&["ingest", "--workers", "1,x"]).is_err());
+    }
 }

@@ -11,24 +11,25 @@
 
 use std::time::{Duration, Instant};
 
-use anyhow::Context;
 use serde_json::{Value, json};
 
 use crate::common::Stack;
 use crate::corpus;
 use crate::ingest::{Document, copy_limit, documents};
 
-pub async fn run(args: Vec<String>) -> anyhow::Result<()> {
-    let (mut workers, mut plans) = (vec![1, 2], 5);
-    let mut args = args.into_iter();
-    while let Some(arg) = args.next() {
-        let value = args.next().context("every option takes a value")?;
-        match arg.as_str() {
-            "--workers" => workers = value.split(',').map(str::parse).collect::<Result<_, _>>()?,
-            "--plans" => plans = value.parse()?,
-            other => anyhow::bail!("unknown option {other}"),
-        }
-    }
+/// `svc-bench reconcile`.
+#[derive(clap::Args)]
+pub struct Options {
+    /// Real svc-worker processes, one apply per number (comma-separated).
+    #[arg(long, value_delimiter = ',', default_value = "1,2", value_name = "N,N")]
+    workers: Vec<usize>,
+    /// Dry-run plans of the whole manifest against the Agent that holds it.
+    #[arg(long, default_value_t = 5, value_name = "N")]
+    plans: usize,
+}
+
+pub async fn run(options: Options) -> anyhow::Result<()> {
+    let Options { workers, plans } = options;
     let documents = documents(&corpus::default_path(), 100, 750_000)?;
     let mb = documents.iter().map(|d| d.content.len()).sum::<usize>() as f64 / 1e6;
     println!("svc-bench reconcile: a manifest of {} sources, {mb:.1} MB", documents.len());

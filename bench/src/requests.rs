@@ -29,31 +29,23 @@ use svc_core::runtime::warm::Warm;
 use svc_tests::{ISSUER, TestIssuer};
 use tokio::net::TcpStream;
 
-struct Options {
+/// `svc-bench requests`.
+#[derive(clap::Args)]
+pub struct Options {
+    /// Seconds each scenario is measured, per round (after 2 s of warm-up in the first round, 1 s after).
+    #[arg(long, default_value_t = 5, value_name = "N")]
     seconds: u64,
+    /// Keep-alive HTTP/1.1 connections sending requests.
+    #[arg(long, default_value_t = 32, value_name = "N")]
     connections: usize,
     /// Rounds over all scenarios, interleaved so that drift in the machine's
-    /// speed hits every scenario alike; the median round is reported.
+    /// speed hits every scenario alike; the median round is reported (0 counts as 1).
+    #[arg(long, default_value_t = 3, value_name = "N")]
     rounds: usize,
-    /// Runs only the scenarios whose name contains one of these (given
-    /// comma-separated).
+    /// Runs only the scenarios whose name contains one of these
+    /// (comma-separated), e.g. "bare,agent.inspect (".
+    #[arg(long, value_name = "NAME,NAME")]
     only: Option<String>,
-}
-
-fn options(args: Vec<String>) -> anyhow::Result<Options> {
-    let mut options = Options { seconds: 5, connections: 32, rounds: 3, only: None };
-    let mut args = args.into_iter();
-    while let Some(arg) = args.next() {
-        let value = args.next().context("every option takes a value")?;
-        match arg.as_str() {
-            "--seconds" => options.seconds = value.parse()?,
-            "--connections" => options.connections = value.parse()?,
-            "--rounds" => options.rounds = value.parse::<usize>()?.max(1),
-            "--only" => options.only = Some(value),
-            other => anyhow::bail!("unknown option {other}"),
-        }
-    }
-    Ok(options)
 }
 
 /// The scenario the others are compared with.
@@ -146,8 +138,8 @@ struct Measured {
     p99: Duration,
 }
 
-pub async fn run(args: Vec<String>) -> anyhow::Result<()> {
-    let options = options(args)?;
+pub async fn run(mut options: Options) -> anyhow::Result<()> {
+    options.rounds = options.rounds.max(1);
     let database = crate::common::Scratch::create("requests").await?;
     let result = bench(&options, &database.url).await;
     database.drop().await?;
@@ -501,4 +493,21 @@ async fn load(
         p50: quantile(0.50),
         p99: quantile(0.99),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::{Benchmark, parse};
+
+    #[test]
+    fn requests_is_the_default_and_its_options_may_come_first() {
+        let Ok(Benchmark::Requests(options)) = parse(&[]) else { panic!("requests") };
+        assert_eq!((options.seconds, options.connections, options.rounds, options.only), (5, 32, 3, None));
+        let Ok(Benchmark::Requests(options)) = parse(&["--rounds", "7", "--only", "bare,agent.inspect ("]) else {
+            panic!("requests")
+        };
+        assert_eq!((options.rounds, options.only.as_deref()), (7, Some("bare,agent.inspect (")));
+        let Ok(Benchmark::Requests(options)) = parse(&["requests", "--seconds=2"]) else { panic!("requests") };
+        assert_eq!(options.seconds, 2);
+    }
 }
