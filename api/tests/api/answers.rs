@@ -9,7 +9,6 @@ use serde_json::json;
 use sqlx::PgPool;
 use svc_core::ids::{AgentId, RevisionId};
 use svc_core::knowledge::process;
-use svc_core::store::types::StoredLanguage;
 use uuid::Uuid;
 
 use crate::helpers::{PASSAGES_WITH_WORDS, TestApp, TestUser, assert_ok};
@@ -283,8 +282,8 @@ pub async fn assert_bm25f(pool: &PgPool, agent: AgentId) -> (bool, usize) {
         let mut words: Vec<(usize, String)> =
             words.into_iter().map(|w| (df(&w), w)).filter(|(df, _)| *df > 0).collect();
         words.sort();
-        capped |= words.len() > svc_core::answers::MAX_TERMS;
-        words.truncate(svc_core::answers::MAX_TERMS);
+        capped |= words.len() > svc_search::testing::MAX_TERMS;
+        words.truncate(svc_search::testing::MAX_TERMS);
         let mut scores: HashMap<(Uuid, Uuid, i32), f64> = HashMap::new();
         for (df, lexeme) in &words {
             let idf = (1.0 + (n - *df as f64 + 0.5) / (*df as f64 + 0.5)).ln();
@@ -304,8 +303,16 @@ pub async fn assert_bm25f(pool: &PgPool, agent: AgentId) -> (bool, usize) {
         expected.sort_by(|a, b| (b.1 * 1e9).round().total_cmp(&(a.1 * 1e9).round()).then(a.0.cmp(&b.0)));
         expected.truncate(svc_core::answers::MAX_SOURCES);
         let vocabulary =
-            svc_core::store::knowledge::vocabulary(&mut conn, agent, StoredLanguage::En, question).await.unwrap();
-        let ranked = svc_core::answers::rank(&mut conn, agent, StoredLanguage::En, &vocabulary).await.unwrap();
+            svc_search::testing::vocabulary(&mut conn, agent, svc_search::Language::En, question).await.unwrap();
+        let ranked = svc_search::testing::rank(
+            &mut conn,
+            agent,
+            svc_search::Language::En,
+            &vocabulary,
+            svc_core::answers::MAX_SOURCES,
+        )
+        .await
+        .unwrap();
         assert_eq!(ranked.is_empty(), expected.is_empty(), "{question}");
         answered += usize::from(!ranked.is_empty());
         let ranked: Vec<(Uuid, f64)> = ranked.iter().map(|r| (r.source_id.0, r.score)).collect();

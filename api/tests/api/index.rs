@@ -8,8 +8,8 @@ use std::collections::HashMap;
 use serde_json::{Value, json};
 use sqlx::PgPool;
 use svc_core::ids::{AgentId, RevisionId};
-use svc_core::knowledge::postings;
-use svc_core::knowledge::{Outcome, merge, process};
+use svc_core::knowledge::{Outcome, process};
+use svc_search::testing::{decode, merge};
 
 use crate::answers::{ENGLISH, assert_bm25f};
 use crate::helpers::{PASSAGES_WITH_WORDS, Tenant};
@@ -95,7 +95,7 @@ impl Index {
         let mut out = Vec::new();
         for (lexeme, segment, passages, bytes) in rows {
             let mut n = 0;
-            postings::decode(&bytes, |p| {
+            decode(&bytes, |p| {
                 out.push((lexeme.clone(), segment, p.document, p.ordinal));
                 n += 1;
             })

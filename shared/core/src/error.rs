@@ -42,6 +42,15 @@ impl Fault {
     }
 }
 
+impl From<svc_search::Error> for Error {
+    fn from(error: svc_search::Error) -> Self {
+        match error {
+            svc_search::Error::Database(error) => Self::Database(error),
+            svc_search::Error::Corrupt(message) => Self::Internal(message),
+        }
+    }
+}
+
 /// The one meaning of transient in background work (an attempt's steps, and
 /// the worker's jobs around them): whether to wait and try the same step
 /// again. The connection went away, the database is unavailable for a while,

@@ -19,7 +19,7 @@ pub mod faults;
 pub mod gates;
 pub mod housekeeping;
 pub mod idempotency;
-pub mod ids;
+pub use svc_ids as ids;
 pub mod jobs;
 pub mod knowledge;
 pub mod lease;

@@ -12,9 +12,9 @@ use serde_json::{Value, json};
 use svc_contract::resources::Language;
 use svc_contract::{Problem, ProblemCode};
 
+use super::Found;
 use super::Speaker;
 use crate::error::Result;
-use crate::store::knowledge::Found;
 
 /// Where the model is.
 #[derive(Clone)]

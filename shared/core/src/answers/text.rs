@@ -2,7 +2,7 @@
 
 use svc_contract::resources::Language;
 
-use crate::store::knowledge::Found;
+use super::Found;
 
 /// Passages quoted in an extractive answer, at most.
 const QUOTED: usize = 2;

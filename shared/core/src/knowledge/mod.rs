@@ -15,9 +15,6 @@
 //! adjusts it in the same transaction, as that transaction's last write (the
 //! Workspace's usage row is shared by all its writers: see `store::usage`).
 
-pub mod merge;
-pub mod passages;
-pub mod postings;
 mod process;
 pub mod statistics;
 mod sweep;
@@ -381,6 +378,7 @@ pub async fn delete_held(conn: &mut PgConnection, scope: Scope<'_>, held: &HeldS
         freed += bytes;
     }
     if let Some(active) = &held.active {
+        svc_search::retire(conn, active.id).await?;
         freed += store::knowledge::retire(conn, active.id).await?;
     }
     store::knowledge::delete_source(conn, held.id).await?;
@@ -392,7 +390,10 @@ pub async fn delete_held(conn: &mut PgConnection, scope: Scope<'_>, held: &HeldS
 /// Deletes every live source of an Agent being deleted; returns the usage
 /// they freed, for the caller to apply as its last write.
 pub async fn delete_all_of(conn: &mut PgConnection, agent: AgentId) -> Result<Delta> {
-    let (sources, freed) = store::knowledge::delete_all_of(conn, agent).await?;
+    let (sources, failed) = store::knowledge::delete_all_of(conn, agent).await?;
+    svc_search::drop_agent(conn, agent).await?;
+    let retired = store::knowledge::retire_all_of(conn, agent).await?;
+    let freed = failed + retired;
     Ok(Delta::of(LimitKey::KnowledgeSources, -sources).and(Delta::of(LimitKey::KnowledgeBytes, -freed)))
 }
 

@@ -31,12 +31,12 @@ use backon::BackoffBuilder;
 use sqlx::pool::PoolConnection;
 use sqlx::{Connection, PgConnection, PgPool, Postgres};
 
-use super::{error_code, passages};
+use super::error_code;
 use crate::entitlements::LimitKey;
 use crate::error::{Error, Result};
 use crate::ids::RevisionId;
 use crate::lease::Renewal;
-use crate::store::knowledge::{Claimed, Material, MergeBacklog, Passages, Processed, Promoted, Refusal};
+use crate::store::knowledge::{Claimed, Material, Processed, Promoted, Refusal};
 use crate::store::usage::Delta;
 use crate::store::{self};
 
@@ -176,14 +176,17 @@ pub async fn take_next(pool: &PgPool, processing: &Processing) -> Result<Option<
     Ok(Some(match choose(pool, processing).await? {
         None => return Ok(None),
         Some(Chosen::Fail(revision, code)) => fail(pool, revision, code).await?,
-        Some(Chosen::Attempt(attempt, material)) => run(attempt, processing, material).await?,
+        Some(Chosen::Attempt(started)) => {
+            let (attempt, material) = *started;
+            run(attempt, processing, material).await?
+        }
     }))
 }
 
 /// What [`choose`] found next in turn.
 enum Chosen {
-    /// An attempt started on the revision.
-    Attempt(Attempt, Material),
+    /// An attempt started on the revision (boxed: it is larger than the rest).
+    Attempt(Box<(Attempt, Material)>),
     /// The revision must fail with this error code.
     Fail(RevisionId, &'static str),
 }
@@ -216,7 +219,7 @@ async fn choose(pool: &PgPool, processing: &Processing) -> Result<Option<Chosen>
                     attempt.disarm();
                     return Ok(Some(Chosen::Fail(revision, code)));
                 }
-                Begin::Attempt(material) => return Ok(Some(Chosen::Attempt(attempt, material))),
+                Begin::Attempt(material) => return Ok(Some(Chosen::Attempt(Box::new((attempt, material))))),
             }
         }
     }
@@ -369,11 +372,11 @@ async fn attempt_once(attempt: &mut Attempt, material: Option<Material>) -> Resu
     if svc_contract::digest::sha256_prefixed(content.as_bytes()) != material.digest {
         return fail_on(attempt.conn().await?, revision, error_code::DIGEST_MISMATCH).await;
     }
-    let split = passages::split(content);
-    let title_words = passages::words(&material.title);
+    let split = svc_search::split(content);
+    let title_words = svc_search::words(&material.title);
     let words = split
         .iter()
-        .map(|p| title_words + p.heading.as_deref().map_or(0, passages::words) + passages::words(&p.body))
+        .map(|p| title_words + p.heading.as_deref().map_or(0, svc_search::words) + svc_search::words(&p.body))
         .map(|n| i32::try_from(n).unwrap_or(i32::MAX))
         .collect();
     let (headings, bodies) = split.into_iter().map(|p| (p.heading, p.body)).unzip();
@@ -384,7 +387,7 @@ async fn attempt_once(attempt: &mut Attempt, material: Option<Material>) -> Resu
             // Housekeeping of the Agent's index, after the commit: the
             // promotion stands whatever becomes of it (the sweep merges what
             // is left).
-            if let Err(error) = super::merge::maintain(&attempt.pool, material.agent_id, Some(backlog)).await {
+            if let Err(error) = svc_search::maintain(&attempt.pool, material.agent_id, Some(backlog)).await {
                 tracing::warn!(agent = %material.agent_id, error = %crate::error::chain(&error), "could not merge the index");
             }
             Ok(Outcome::Promoted)
@@ -399,7 +402,7 @@ async fn attempt_once(attempt: &mut Attempt, material: Option<Material>) -> Resu
 
 enum Promotion {
     /// Promoted, leaving the Agent's index with this merge backlog.
-    Done(MergeBacklog),
+    Done(svc_search::Backlog),
     /// Nothing indexable.
     Empty,
     /// This worker no longer holds the revision.
@@ -423,17 +426,17 @@ async fn promote(
     words: Vec<i32>,
 ) -> Result<Promotion> {
     let mut tx = conn.begin().await?;
-    let passages = Passages {
+    let passages = svc_search::Passages {
         revision,
         source: material.source_id,
         agent: material.agent_id,
-        language: material.language,
+        language: material.language.into(),
         title: &material.title,
         headings,
         bodies,
         words,
     };
-    let indexed = store::knowledge::index(&mut tx, &passages).await?;
+    let indexed = svc_search::index(&mut tx, &passages).await?;
     if indexed.passages == 0 {
         tx.rollback().await?;
         return Ok(Promotion::Empty);
@@ -459,6 +462,7 @@ async fn promote(
         }
     };
     if let Some(previous) = previous {
+        svc_search::retire(&mut tx, previous).await?;
         let freed = store::knowledge::retire(&mut tx, previous).await?;
         backlog.masks += 1;
         store::usage::adjust(&mut tx, material.workspace_id, &Delta::of(LimitKey::KnowledgeBytes, -freed)).await?;
@@ -630,9 +634,9 @@ mod tests {
     use sqlx::PgPool;
 
     use super::{Choosing, process, process_next, take_next};
-    use crate::knowledge::merge::maintain;
     use crate::reconcile::apply;
     use crate::runtime::sizes::{future_of_1, future_of_2, future_of_3, future_of_4};
+    use svc_search::maintain;
 
     /// A worker job's future is moved whole as apalis, backon and tokio
     /// wrap, spawn and poll it: what a job awaits (processing, a merge, a

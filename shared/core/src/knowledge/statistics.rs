@@ -41,17 +41,30 @@ use crate::store::statistics::Changes;
 pub use crate::store::statistics::Upkeep;
 
 /// Every table the add path, the worker and the answer engine plan over: the
-/// one list of what is analyzed (a new knowledge table goes here).
-pub const ANALYZED_TABLES: [&str; 8] = [
-    "knowledge_sources",
-    "knowledge_revisions",
-    "knowledge_passages",
-    "knowledge_terms",
-    "knowledge_documents",
-    "knowledge_segments",
-    "knowledge_segment_terms",
-    "knowledge_masks",
-];
+/// one list of what is analyzed (a new knowledge table goes here; the index's
+/// are `svc_search`'s).
+pub const ANALYZED_TABLES: [&str; 8] =
+    joined(["knowledge_sources", "knowledge_revisions"], svc_search::ANALYZED_TABLES);
+
+/// `a` then `b`, as one array of `N` (their lengths' sum).
+const fn joined<const A: usize, const B: usize, const N: usize>(
+    a: [&'static str; A],
+    b: [&'static str; B],
+) -> [&'static str; N] {
+    assert!(A + B == N, "N is the two lengths' sum");
+    let mut out = [""; N];
+    let mut i = 0;
+    while i < A {
+        out[i] = a[i];
+        i += 1;
+    }
+    let mut j = 0;
+    while j < B {
+        out[A + j] = b[j];
+        j += 1;
+    }
+    out
+}
 
 /// Changed rows below which a table is never analyzed for them.
 const MIN_CHANGED: i64 = 1_000;
@@ -69,17 +82,9 @@ pub fn due(live: i64, changed: i64) -> bool {
 
 /// The tables vacuumed by the workers: those whose dead rows the workers'
 /// claims and the answer engine's reads walk. The work queue's, and the
-/// merged index's: a merge deletes the fresh postings it takes and rewrites
-/// segments, and each question's look-up of a word walks the dead entries
-/// of every document merged since the last vacuum.
-pub const VACUUMED_TABLES: [&str; 6] = [
-    "knowledge_revisions",
-    "knowledge_sources",
-    "knowledge_terms",
-    "knowledge_documents",
-    "knowledge_segments",
-    "knowledge_segment_terms",
-];
+/// index's (`svc_search::VACUUMED_TABLES`).
+pub const VACUUMED_TABLES: [&str; 6] =
+    joined(["knowledge_revisions", "knowledge_sources"], svc_search::VACUUMED_TABLES);
 
 /// Dead rows below which a table is never vacuumed for them.
 pub const MIN_DEAD: i64 = 1_000;

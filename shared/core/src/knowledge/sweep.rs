@@ -23,7 +23,7 @@ use std::time::Duration;
 
 use sqlx::PgPool;
 
-use super::{error_code, merge, process};
+use super::{error_code, process};
 use crate::error::Result;
 use crate::jobs::{Job, Queue};
 use crate::lease::Renewal;
@@ -138,15 +138,8 @@ async fn sweep_held(pool: &PgPool, queue: Option<&Queue>, settings: &Sweep) -> R
         }
     }
     // Agents whose index a promotion left unmerged (another merge of it ran
-    // then, or it was indexed before migration 0017), or masked by deletes.
-    let mut conn = crate::runtime::connection(pool).await?;
-    let agents = store::knowledge::agents_to_merge(&mut conn, merge::FRESH_LIMIT, merge::MASK_LIMIT, 16).await?;
-    drop(conn);
-    for agent in agents {
-        if let Err(error) = merge::maintain(pool, agent, None).await {
-            tracing::warn!(%agent, error = %crate::error::chain(&error), "could not merge the index");
-        }
-    }
+    // then), or masked by deletes.
+    svc_search::maintain_due(pool, 16).await?;
     swept.purged = crate::housekeeping::purge_idempotency_records(pool).await?;
     if let Some(queue) = queue {
         // Housekeeping only: the work above is done whatever becomes of it.

@@ -48,6 +48,16 @@ stored_enum!(
     /// `agent_language`
     StoredLanguage = "agent_language" <=> Language { En, Es }
 );
+/// The index keeps the same enum for its documents' language.
+impl From<StoredLanguage> for svc_search::Language {
+    fn from(value: StoredLanguage) -> Self {
+        match value {
+            StoredLanguage::En => Self::En,
+            StoredLanguage::Es => Self::Es,
+        }
+    }
+}
+
 stored_enum!(
     /// `reconcile_status`
     StoredReconcileStatus = "reconcile_status" <=> ReconcileStatus { Planned, Applying, Completed, Failed }

@@ -570,16 +570,11 @@ pub async fn delete_source(conn: &mut PgConnection, source: SourceId) -> sqlx::R
     Ok(())
 }
 
-/// Retires an active revision (replaced or deleted): it stops answering, and
-/// its content and passages are dropped; its postings are masked until a
-/// merge drops them (writing no row another promotion or retirement writes).
+/// Retires an active revision (replaced or deleted): its content is dropped
+/// (its document leaves the index in the same transaction: `svc_search::retire`).
 /// Returns its content bytes.
 #[tracing::instrument(level = "debug", skip(conn))]
 pub async fn retire(conn: &mut PgConnection, revision: RevisionId) -> sqlx::Result<i64> {
-    sqlx::query!("DELETE FROM knowledge_passages WHERE revision_id = $1", revision as RevisionId)
-        .execute(&mut *conn)
-        .await?;
-    super::mask(conn, revision).await?;
     let bytes = sqlx::query_scalar!(
         r#"
         UPDATE knowledge_revisions SET state = 'replaced', content = NULL
@@ -593,8 +588,9 @@ pub async fn retire(conn: &mut PgConnection, revision: RevisionId) -> sqlx::Resu
     Ok(bytes.map(i64::from).unwrap_or_default())
 }
 
-/// Deletes every live source of an Agent: unfinished revisions are failed,
-/// active ones retired. Returns the sources deleted and the content bytes freed.
+/// Deletes every live source of an Agent and fails its unfinished revisions:
+/// the first half of an Agent's deletion (then `svc_search::drop_agent`, then
+/// [`retire_all_of`]). Returns the sources deleted and the content bytes freed.
 #[tracing::instrument(level = "debug", skip(conn))]
 pub async fn delete_all_of(conn: &mut PgConnection, agent: AgentId) -> sqlx::Result<(i64, i64)> {
     // Sources first, then their revisions: the store's lock order.
@@ -615,18 +611,13 @@ pub async fn delete_all_of(conn: &mut PgConnection, agent: AgentId) -> sqlx::Res
     )
     .fetch_all(&mut *conn)
     .await?;
-    // Passages exist for active revisions only (found by their index).
-    sqlx::query!(
-        "DELETE FROM knowledge_passages WHERE revision_id IN
-           (SELECT id FROM knowledge_revisions WHERE agent_id = $1 AND state = 'active')",
-        agent as AgentId,
-    )
-    .execute(&mut *conn)
-    .await?;
-    // No merge of the Agent's index runs beside its deletion.
-    crate::store::advisory::lock(conn, super::merge_key(agent)).await?;
-    sqlx::query!("DELETE FROM knowledge_terms WHERE agent_id = $1", agent as AgentId).execute(&mut *conn).await?;
-    super::drop_index_of(conn, agent).await?;
+    Ok((deleted.rows_affected() as i64, failed.iter().map(|b| i64::from(*b)).sum()))
+}
+
+/// Retires every active revision of an Agent (whose sources are deleted).
+/// Returns the content bytes freed.
+#[tracing::instrument(level = "debug", skip(conn))]
+pub async fn retire_all_of(conn: &mut PgConnection, agent: AgentId) -> sqlx::Result<i64> {
     let retired = sqlx::query_scalar!(
         r#"
         UPDATE knowledge_revisions SET state = 'replaced', content = NULL
@@ -637,8 +628,23 @@ pub async fn delete_all_of(conn: &mut PgConnection, agent: AgentId) -> sqlx::Res
     )
     .fetch_all(conn)
     .await?;
-    let freed = failed.iter().chain(&retired).map(|b| i64::from(*b)).sum();
-    Ok((deleted.rows_affected() as i64, freed))
+    Ok(retired.iter().map(|b| i64::from(*b)).sum())
+}
+
+/// The title and provenance URI of revisions: what an answer cites.
+#[tracing::instrument(level = "debug", skip(conn, revisions), fields(n = revisions.len()))]
+pub async fn citations(
+    conn: &mut PgConnection,
+    revisions: &[RevisionId],
+) -> sqlx::Result<Vec<(RevisionId, String, String)>> {
+    let ids: Vec<Uuid> = revisions.iter().map(|r| r.0).collect();
+    let rows = sqlx::query!(
+        r#"SELECT id AS "id: RevisionId", title, provenance_uri FROM knowledge_revisions WHERE id = ANY($1)"#,
+        &ids,
+    )
+    .fetch_all(conn)
+    .await?;
+    Ok(rows.into_iter().map(|r| (r.id, r.title, r.provenance_uri)).collect())
 }
 
 /// An Agent's live sources with an active revision, and its required sources

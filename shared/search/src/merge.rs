@@ -12,7 +12,7 @@
 //! masks.
 //!
 //! It runs after a promotion that leaves [`FRESH_LIMIT`] fresh documents or
-//! [`MASK_LIMIT`] masks (and from the sweep, for Agents left so), one per Agent
+//! [`MASK_LIMIT`] masks (and from the sweep, for Agents left so: [`maintain_due`]), one per Agent
 //! at a time (a transaction-scoped advisory lock taken without waiting), in one
 //! transaction: answers see the index before it or after it, never between.
 //! It waits for no row lock: promotions only insert documents and words,
@@ -22,13 +22,12 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use sqlx::{Connection, PgPool};
+use svc_ids::{AgentId, RevisionId};
 
-use super::postings::{self, Posting};
+use crate::Language;
 use crate::error::{Error, Result};
-use crate::ids::{AgentId, RevisionId};
-use crate::store::knowledge::{Document, MergeBacklog, merge_key};
-use crate::store::types::StoredLanguage;
-use crate::store::{self};
+use crate::postings::{self, Posting};
+use crate::store::segments::{self as store, Backlog, Document, Segment};
 
 /// Fresh documents an Agent may have before a merge: ranking reads each
 /// one's row of a word, so this bounds those rows.
@@ -65,11 +64,11 @@ pub struct Merged {
 /// transaction counted (`known`; else it is read first). Promotions of the
 /// same Agent counting side by side miss each other's documents, so each
 /// may fall short of a limit: the next promotion, or the sweep, merges then.
-pub async fn maintain(pool: &PgPool, agent: AgentId, mut known: Option<MergeBacklog>) -> Result<()> {
+pub async fn maintain(pool: &PgPool, agent: AgentId, mut known: Option<Backlog>) -> Result<()> {
     for _ in 0..8 {
-        let MergeBacklog { fresh, masks } = match known.take() {
+        let Backlog { fresh, masks } = match known.take() {
             Some(backlog) => backlog,
-            None => store::knowledge::merge_backlog(&mut *crate::runtime::connection(pool).await?, agent).await?,
+            None => store::merge_backlog(&mut *crate::connection(pool).await?, agent).await?,
         };
         if fresh < FRESH_LIMIT && masks < MASK_LIMIT {
             return Ok(());
@@ -90,13 +89,7 @@ pub async fn maintain(pool: &PgPool, agent: AgentId, mut known: Option<MergeBack
 /// more than `cap` documents in all (the first segment aside), so a merge's
 /// memory and writes stay bounded however large the Agent; masked segments
 /// left out are rewritten by the next merge.
-fn choose(
-    segments: &[&store::knowledge::Segment],
-    masks_in: &HashMap<i64, i64>,
-    fresh: i64,
-    purge: bool,
-    cap: i64,
-) -> Vec<i64> {
+fn choose(segments: &[&Segment], masks_in: &HashMap<i64, i64>, fresh: i64, purge: bool, cap: i64) -> Vec<i64> {
     let mut total = fresh;
     let mut chosen = Vec::new();
     for segment in segments {
@@ -138,19 +131,35 @@ fn choose(
     }
 }
 
+/// Merges the index of Agents left with a merge to do (another merge of them
+/// ran when their promotion finished, or they were masked by deletes): at
+/// most `limit` Agents. Returns how many were looked at.
+pub async fn maintain_due(pool: &PgPool, limit: i64) -> Result<usize> {
+    let agents = {
+        let mut conn = crate::connection(pool).await?;
+        store::agents_to_merge(&mut conn, FRESH_LIMIT, MASK_LIMIT, limit).await?
+    };
+    for agent in &agents {
+        if let Err(error) = maintain(pool, *agent, None).await {
+            tracing::warn!(%agent, %error, "could not merge the index");
+        }
+    }
+    Ok(agents.len())
+}
+
 /// One merge of the Agent's index (see the module documentation), whatever
 /// its backlog; with `purge`, every segment holding a masked document is
 /// rewritten. `None` when another merge of the Agent runs.
 pub async fn merge(pool: &PgPool, agent: AgentId, purge: bool) -> Result<Option<Merged>> {
-    let mut conn = crate::runtime::connection(pool).await?;
+    let mut conn = crate::connection(pool).await?;
     let mut tx = conn.begin().await?;
-    if !store::advisory::try_lock(&mut tx, merge_key(agent)).await? {
+    if !store::try_lock_merge(&mut tx, agent).await? {
         tx.rollback().await?;
         return Ok(None);
     }
-    let fresh = store::knowledge::fresh_documents(&mut tx, agent, BATCH).await?;
-    let masked = store::knowledge::masked_documents(&mut tx, agent).await?;
-    let segments = store::knowledge::segments_of(&mut tx, agent).await?;
+    let fresh = store::fresh_documents(&mut tx, agent, BATCH).await?;
+    let masked = store::masked_documents(&mut tx, agent).await?;
+    let segments = store::segments_of(&mut tx, agent).await?;
     // Masked documents, and how many each segment holds (a fresh one is
     // dropped if this merge takes it in, else left for a later one).
     let masked_set: HashSet<i64> = masked.iter().map(|(number, _)| *number).collect();
@@ -158,7 +167,7 @@ pub async fn merge(pool: &PgPool, agent: AgentId, purge: bool) -> Result<Option<
     for segment in masked.iter().filter_map(|(_, segment)| *segment) {
         *masks_in.entry(segment).or_default() += 1;
     }
-    let mut languages: Vec<StoredLanguage> = Vec::new();
+    let mut languages: Vec<Language> = Vec::new();
     let wanted = fresh.iter().map(|d| d.language);
     for language in wanted.chain(segments.iter().filter(|s| masks_in.contains_key(&s.id)).map(|s| s.language)) {
         if !languages.contains(&language) {
@@ -168,18 +177,18 @@ pub async fn merge(pool: &PgPool, agent: AgentId, purge: bool) -> Result<Option<
     let mut merged = Merged::default();
     for language in languages {
         let fresh: Vec<&Document> = fresh.iter().filter(|d| d.language == language).collect();
-        let of_language: Vec<&store::knowledge::Segment> = segments.iter().filter(|s| s.language == language).collect();
+        let of_language: Vec<&Segment> = segments.iter().filter(|s| s.language == language).collect();
         let chosen = choose(&of_language, &masks_in, fresh.len() as i64, purge, MAX_SEGMENT);
         if fresh.is_empty() && chosen.is_empty() {
             continue;
         }
-        let into = store::knowledge::new_segment(&mut tx, agent, language).await?;
-        let mut documents = store::knowledge::move_segments(&mut tx, &chosen, into).await?;
+        let into = store::new_segment(&mut tx, agent, language).await?;
+        let mut documents = store::move_segments(&mut tx, &chosen, into).await?;
         let numbers: Vec<i64> = fresh.iter().map(|d| d.number).collect();
-        store::knowledge::move_fresh(&mut tx, &numbers, into).await?;
+        store::move_fresh(&mut tx, &numbers, into).await?;
         let revisions: Vec<uuid::Uuid> = fresh.iter().map(|d| d.revision_id.0).collect();
-        let fresh_terms = store::knowledge::take_fresh_terms(&mut tx, agent, language, &revisions).await?;
-        let old_terms = store::knowledge::take_segment_terms(&mut tx, &chosen).await?;
+        let fresh_terms = store::take_fresh_terms(&mut tx, agent, language, &revisions).await?;
+        let old_terms = store::take_segment_terms(&mut tx, &chosen).await?;
         documents.extend(fresh.iter().map(|d| (*d).clone()));
         let (dropped, kept): (Vec<&Document>, Vec<&Document>) =
             documents.iter().partition(|d| masked_set.contains(&d.number));
@@ -197,20 +206,18 @@ pub async fn merge(pool: &PgPool, agent: AgentId, purge: bool) -> Result<Option<
             passages.push(i32::try_from(list.len()).unwrap_or(i32::MAX));
             encoded.push(postings::encode(&list));
             if lexemes.len() == WRITE_CHUNK {
-                store::knowledge::write_segment_terms(&mut tx, agent, language, into, &lexemes, &passages, &encoded)
-                    .await?;
+                store::write_segment_terms(&mut tx, agent, language, into, &lexemes, &passages, &encoded).await?;
                 (lexemes, passages, encoded) = (Vec::new(), Vec::new(), Vec::new());
             }
         }
         if !lexemes.is_empty() {
-            store::knowledge::write_segment_terms(&mut tx, agent, language, into, &lexemes, &passages, &encoded)
-                .await?;
+            store::write_segment_terms(&mut tx, agent, language, into, &lexemes, &passages, &encoded).await?;
         }
         let dropped: Vec<i64> = dropped.into_iter().collect();
-        store::knowledge::drop_documents(&mut tx, &dropped).await?;
+        store::drop_documents(&mut tx, &dropped).await?;
         let sizes = kept.iter().fold((0i64, 0i64), |(p, t), d| (p + i64::from(d.passages), t + d.tokens));
-        store::knowledge::finish_segment(&mut tx, into, kept.len() as i64, sizes.0, sizes.1).await?;
-        store::knowledge::drop_segments(&mut tx, &chosen).await?;
+        store::finish_segment(&mut tx, into, kept.len() as i64, sizes.0, sizes.1).await?;
+        store::drop_segments(&mut tx, &chosen).await?;
         merged.fresh += fresh.len();
         merged.segments += chosen.len();
         merged.dropped += dropped.len();
@@ -223,7 +230,7 @@ pub async fn merge(pool: &PgPool, agent: AgentId, purge: bool) -> Result<Option<
 /// dropped documents left out.
 fn gather(
     old: &[(String, Vec<u8>)],
-    fresh: &[store::knowledge::FreshTerm],
+    fresh: &[store::FreshTerm],
     by_revision: &HashMap<RevisionId, i64>,
     dropped: &HashSet<i64>,
 ) -> Result<BTreeMap<String, Vec<Posting>>> {
@@ -235,7 +242,7 @@ fn gather(
                 list.push(p);
             }
         })
-        .ok_or_else(|| Error::internal(format!("the stored postings of {lexeme:?} cannot be read")))?;
+        .ok_or_else(|| Error::Corrupt(format!("the stored postings of {lexeme:?} cannot be read")))?;
     }
     for term in fresh {
         let Some(&document) = by_revision.get(&term.revision_id) else { continue };
@@ -260,8 +267,8 @@ fn gather(
 mod tests {
     use super::*;
 
-    fn segment(id: i64, documents: i32) -> store::knowledge::Segment {
-        store::knowledge::Segment { id, language: StoredLanguage::En, documents }
+    fn segment(id: i64, documents: i32) -> Segment {
+        Segment { id, language: Language::En, documents }
     }
 
     /// A purge after retirements across every segment of a large Agent does
@@ -270,7 +277,7 @@ mod tests {
     #[test]
     fn a_purge_stays_within_the_cap() {
         let segments = [segment(1, 300), segment(2, 600), segment(3, 900)];
-        let refs: Vec<&store::knowledge::Segment> = segments.iter().collect();
+        let refs: Vec<&Segment> = segments.iter().collect();
         let masks: HashMap<i64, i64> = [(1, 1), (2, 1), (3, 1)].into();
         assert_eq!(choose(&refs, &masks, 0, true, 1_000), [1, 2]);
         assert_eq!(choose(&refs, &masks, 0, true, 10_000), [1, 2, 3]);
@@ -286,7 +293,7 @@ mod tests {
     fn fresh_documents_gather_segments_three_at_a_time() {
         let sizes = [100, 200, 300, 400, 400, 400, 5_000];
         let segments: Vec<_> = (1..).zip(sizes).map(|(id, size)| segment(id, size)).collect();
-        let refs: Vec<&store::knowledge::Segment> = segments.iter().collect();
+        let refs: Vec<&Segment> = segments.iter().collect();
         let none = HashMap::new();
         assert_eq!(choose(&refs, &none, 300, false, 10_000), [1, 2, 3, 4, 5, 6]);
         assert_eq!(choose(&refs, &none, 299, false, 10_000), Vec::<i64>::new(), "two no larger than 299");
@@ -297,9 +304,9 @@ mod tests {
 
     /// One merge of `fresh` documents into `segments` as [`merge`] makes it,
     /// the new segment numbered `id`: the documents of the segments it rewrote.
-    fn merge_into(segments: &mut Vec<store::knowledge::Segment>, id: i64, fresh: i64) -> i64 {
+    fn merge_into(segments: &mut Vec<Segment>, id: i64, fresh: i64) -> i64 {
         segments.sort_by_key(|s| (s.documents, s.id));
-        let refs: Vec<&store::knowledge::Segment> = segments.iter().collect();
+        let refs: Vec<&Segment> = segments.iter().collect();
         let chosen = choose(&refs, &HashMap::new(), fresh, false, MAX_SEGMENT);
         let gathered: i32 = segments.iter().filter(|s| chosen.contains(&s.id)).map(|s| s.documents).sum();
         segments.retain(|s| !chosen.contains(&s.id));
@@ -313,7 +320,7 @@ mod tests {
     #[test]
     fn each_document_is_rewritten_about_log4_times() {
         let (fresh, merges) = (256, 256);
-        let mut segments: Vec<store::knowledge::Segment> = Vec::new();
+        let mut segments: Vec<Segment> = Vec::new();
         let mut rewritten = 0;
         for id in 0..merges {
             rewritten += merge_into(&mut segments, id, fresh);
@@ -336,7 +343,7 @@ mod tests {
     fn the_largest_segments_grow_to_the_cap_whatever_the_fresh_documents() {
         for fresh in [257, 300, 1_000, 4_096] {
             let merges = 1_000;
-            let mut segments: Vec<store::knowledge::Segment> = Vec::new();
+            let mut segments: Vec<Segment> = Vec::new();
             for id in 0..merges {
                 merge_into(&mut segments, id, fresh);
                 assert!(segments.iter().all(|s| i64::from(s.documents) <= MAX_SEGMENT));

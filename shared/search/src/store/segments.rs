@@ -1,22 +1,48 @@
 //! The merged index (migration 0017): documents, masks and segments, as
-//! promotion, retirement and the background merge (`knowledge::merge`) write
-//! them. What ranking reads of them is in `search`.
+//! promotion, retirement and the background merge (`crate::merge`) write
+//! them. What ranking reads of them is in `terms`.
 
+use sha2::{Digest, Sha256};
 use sqlx::PgConnection;
+use svc_ids::{AgentId, RevisionId};
 
-use crate::ids::{AgentId, RevisionId};
-use crate::store::types::StoredLanguage;
+use crate::Language;
 
-/// The advisory lock one merge of an Agent's index holds at a time.
-pub fn merge_key(agent: AgentId) -> i64 {
-    crate::store::advisory::key(&[b"knowledge-merge", agent.0.as_bytes()])
+/// The advisory lock one merge of an Agent's index holds at a time: the first
+/// 8 bytes of the SHA-256 of its length-prefixed parts, as `svc_core`'s
+/// `store::advisory::key` names every lock (replicas of older releases take
+/// the same one).
+fn merge_key(agent: AgentId) -> i64 {
+    let mut hasher = Sha256::new();
+    for part in [b"knowledge-merge".as_slice(), agent.0.as_bytes()] {
+        hasher.update((part.len() as u64).to_be_bytes());
+        hasher.update(part);
+    }
+    let digest = hasher.finalize();
+    let mut first = [0u8; 8];
+    first.copy_from_slice(&digest[..8]);
+    i64::from_be_bytes(first)
+}
+
+/// Takes the Agent's merge lock for this transaction without waiting; `false`
+/// when another merge holds it.
+#[tracing::instrument(level = "debug", skip(conn))]
+pub async fn try_lock_merge(conn: &mut PgConnection, agent: AgentId) -> sqlx::Result<bool> {
+    sqlx::query_scalar!(r#"SELECT pg_try_advisory_xact_lock($1) AS "locked!""#, merge_key(agent)).fetch_one(conn).await
+}
+
+/// Takes the Agent's merge lock for this transaction, waiting for it.
+#[tracing::instrument(level = "debug", skip(conn))]
+pub async fn lock_merge(conn: &mut PgConnection, agent: AgentId) -> sqlx::Result<()> {
+    sqlx::query!("SELECT pg_advisory_xact_lock($1)", merge_key(agent)).execute(conn).await?;
+    Ok(())
 }
 
 /// Masks a retired revision's document: from this transaction's commit on,
 /// ranking skips its postings and leaves its sizes out, until a merge drops
 /// both. (Once per revision: a revision is retired once.)
 #[tracing::instrument(level = "debug", skip(conn))]
-pub async fn mask(conn: &mut PgConnection, revision: RevisionId) -> sqlx::Result<()> {
+async fn mask(conn: &mut PgConnection, revision: RevisionId) -> sqlx::Result<()> {
     sqlx::query!(
         r#"
         INSERT INTO knowledge_masks (number, agent_id, language, passages, tokens)
@@ -30,10 +56,37 @@ pub async fn mask(conn: &mut PgConnection, revision: RevisionId) -> sqlx::Result
     Ok(())
 }
 
-/// Drops an Agent's whole index. The caller holds the Agent's merge lock, so
-/// no merge runs beside it.
+/// Retires a revision's document: its passages are dropped, and its postings
+/// masked until a merge drops them (writing no row another promotion or
+/// retirement writes).
 #[tracing::instrument(level = "debug", skip(conn))]
-pub async fn drop_index_of(conn: &mut PgConnection, agent: AgentId) -> sqlx::Result<()> {
+pub async fn retire(conn: &mut PgConnection, revision: RevisionId) -> sqlx::Result<()> {
+    sqlx::query!("DELETE FROM knowledge_passages WHERE revision_id = $1", revision as RevisionId)
+        .execute(&mut *conn)
+        .await?;
+    mask(conn, revision).await
+}
+
+/// Drops an Agent's whole index: its documents' passages and postings, its
+/// segments and masks, under its merge lock (no merge runs beside it).
+#[tracing::instrument(level = "debug", skip(conn))]
+pub async fn drop_agent(conn: &mut PgConnection, agent: AgentId) -> sqlx::Result<()> {
+    // Passages exist for the documents of the index only.
+    sqlx::query!(
+        "DELETE FROM knowledge_passages WHERE revision_id IN
+           (SELECT revision_id FROM knowledge_documents WHERE agent_id = $1)",
+        agent as AgentId,
+    )
+    .execute(&mut *conn)
+    .await?;
+    lock_merge(conn, agent).await?;
+    sqlx::query!("DELETE FROM knowledge_terms WHERE agent_id = $1", agent as AgentId).execute(&mut *conn).await?;
+    drop_index_of(conn, agent).await
+}
+
+/// Drops an Agent's documents, segments and masks. The caller holds the
+/// Agent's merge lock.
+async fn drop_index_of(conn: &mut PgConnection, agent: AgentId) -> sqlx::Result<()> {
     sqlx::query!("DELETE FROM knowledge_segment_terms WHERE agent_id = $1", agent as AgentId)
         .execute(&mut *conn)
         .await?;
@@ -46,7 +99,7 @@ pub async fn drop_index_of(conn: &mut PgConnection, agent: AgentId) -> sqlx::Res
 /// What a merge of an Agent's index would take in (the index statement
 /// counts the same, `search::index`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct MergeBacklog {
+pub struct Backlog {
     /// Fresh documents.
     pub fresh: i64,
     /// Masks.
@@ -55,7 +108,7 @@ pub struct MergeBacklog {
 
 /// An Agent's fresh documents and masks: what a merge would take in.
 #[tracing::instrument(level = "debug", skip(conn))]
-pub async fn merge_backlog(conn: &mut PgConnection, agent: AgentId) -> sqlx::Result<MergeBacklog> {
+pub async fn merge_backlog(conn: &mut PgConnection, agent: AgentId) -> sqlx::Result<Backlog> {
     let row = sqlx::query!(
         r#"
         SELECT (SELECT count(*) FROM knowledge_documents WHERE agent_id = $1 AND segment_id IS NULL) AS "fresh!",
@@ -65,7 +118,7 @@ pub async fn merge_backlog(conn: &mut PgConnection, agent: AgentId) -> sqlx::Res
     )
     .fetch_one(conn)
     .await?;
-    Ok(MergeBacklog { fresh: row.fresh, masks: row.masks })
+    Ok(Backlog { fresh: row.fresh, masks: row.masks })
 }
 
 /// Agents with at least `fresh` fresh documents or `masks` masks.
@@ -99,7 +152,7 @@ pub async fn agents_to_merge(
 pub struct Document {
     pub number: i64,
     pub revision_id: RevisionId,
-    pub language: StoredLanguage,
+    pub language: Language,
     pub passages: i32,
     pub tokens: i64,
 }
@@ -110,7 +163,7 @@ pub async fn fresh_documents(conn: &mut PgConnection, agent: AgentId, limit: i64
     sqlx::query_as!(
         Document,
         r#"
-        SELECT number, revision_id AS "revision_id: RevisionId", language AS "language: StoredLanguage",
+        SELECT number, revision_id AS "revision_id: RevisionId", language AS "language: Language",
                passages, tokens
         FROM knowledge_documents WHERE agent_id = $1 AND segment_id IS NULL
         ORDER BY number LIMIT $2
@@ -141,7 +194,7 @@ pub async fn masked_documents(conn: &mut PgConnection, agent: AgentId) -> sqlx::
 #[derive(Clone, Debug, PartialEq)]
 pub struct Segment {
     pub id: i64,
-    pub language: StoredLanguage,
+    pub language: Language,
     pub documents: i32,
 }
 
@@ -150,7 +203,7 @@ pub async fn segments_of(conn: &mut PgConnection, agent: AgentId) -> sqlx::Resul
     sqlx::query_as!(
         Segment,
         r#"
-        SELECT id, language AS "language: StoredLanguage", documents FROM knowledge_segments
+        SELECT id, language AS "language: Language", documents FROM knowledge_segments
         WHERE agent_id = $1 ORDER BY documents, id
         "#,
         agent as AgentId,
@@ -161,14 +214,14 @@ pub async fn segments_of(conn: &mut PgConnection, agent: AgentId) -> sqlx::Resul
 
 /// A new, empty segment; its sizes are set by [`finish_segment`].
 #[tracing::instrument(level = "debug", skip(conn))]
-pub async fn new_segment(conn: &mut PgConnection, agent: AgentId, language: StoredLanguage) -> sqlx::Result<i64> {
+pub async fn new_segment(conn: &mut PgConnection, agent: AgentId, language: Language) -> sqlx::Result<i64> {
     sqlx::query_scalar!(
         r#"
         INSERT INTO knowledge_segments (agent_id, language, documents, passages, tokens)
         VALUES ($1, $2, 0, 0, 0) RETURNING id
         "#,
         agent as AgentId,
-        language as StoredLanguage,
+        language as Language,
     )
     .fetch_one(conn)
     .await
@@ -181,7 +234,7 @@ pub async fn move_segments(conn: &mut PgConnection, from: &[i64], into: i64) -> 
         Document,
         r#"
         UPDATE knowledge_documents SET segment_id = $2 WHERE segment_id = ANY($1)
-        RETURNING number, revision_id AS "revision_id: RevisionId", language AS "language: StoredLanguage",
+        RETURNING number, revision_id AS "revision_id: RevisionId", language AS "language: Language",
                   passages, tokens
         "#,
         from,
@@ -222,7 +275,7 @@ pub struct FreshTerm {
 pub async fn take_fresh_terms(
     conn: &mut PgConnection,
     agent: AgentId,
-    language: StoredLanguage,
+    language: Language,
     revisions: &[uuid::Uuid],
 ) -> sqlx::Result<Vec<FreshTerm>> {
     sqlx::query_as!(
@@ -232,7 +285,7 @@ pub async fn take_fresh_terms(
         RETURNING lexeme, revision_id AS "revision_id: RevisionId", ordinals, counts, title_counts, lengths
         "#,
         agent as AgentId,
-        language as StoredLanguage,
+        language as Language,
         revisions,
     )
     .fetch_all(conn)
@@ -257,7 +310,7 @@ pub async fn take_segment_terms(conn: &mut PgConnection, from: &[i64]) -> sqlx::
 pub async fn write_segment_terms(
     conn: &mut PgConnection,
     agent: AgentId,
-    language: StoredLanguage,
+    language: Language,
     segment: i64,
     lexemes: &[String],
     passages: &[i32],
@@ -270,7 +323,7 @@ pub async fn write_segment_terms(
         FROM unnest($4::text[], $5::int[], $6::bytea[]) AS t(lexeme, passages, postings)
         "#,
         agent as AgentId,
-        language as StoredLanguage,
+        language as Language,
         segment,
         lexemes,
         passages,

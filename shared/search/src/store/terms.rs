@@ -1,28 +1,20 @@
-//! The search index: passages and term counts written when a revision is
-//! promoted, and what ranking reads of them.
+//! Passages and their term counts, written when a revision is promoted, and
+//! what ranking reads of them.
 
 use futures_util::stream::BoxStream;
 use sqlx::PgConnection;
+use svc_ids::{AgentId, RevisionId, SourceId};
 use uuid::Uuid;
 
-use super::MergeBacklog;
-use crate::ids::{AgentId, RevisionId, SourceId};
-use crate::store::types::StoredLanguage;
-
-/// The PostgreSQL text-search configuration of a language.
-pub fn search_config(language: StoredLanguage) -> &'static str {
-    match language {
-        StoredLanguage::En => "english",
-        StoredLanguage::Es => "spanish",
-    }
-}
+use super::segments::Backlog;
+use crate::Language;
 
 /// The passages of one revision, column by column.
 pub struct Passages<'a> {
     pub revision: RevisionId,
     pub source: SourceId,
     pub agent: AgentId,
-    pub language: StoredLanguage,
+    pub language: Language,
     pub title: &'a str,
     pub headings: Vec<Option<String>>,
     pub bodies: Vec<String>,
@@ -38,7 +30,7 @@ pub struct Indexed {
     /// Word occurrences of those passages.
     pub tokens: i64,
     /// The Agent's merge backlog, this document among its fresh ones.
-    pub backlog: MergeBacklog,
+    pub backlog: Backlog,
 }
 
 /// Writes a revision's passages, indexed in its language (the revision's title
@@ -49,7 +41,7 @@ pub struct Indexed {
 /// as this statement's snapshot sees them.
 #[tracing::instrument(level = "debug", skip(conn, passages), fields(revision = %passages.revision, n = passages.bodies.len()))]
 pub async fn index(conn: &mut PgConnection, passages: &Passages<'_>) -> sqlx::Result<Indexed> {
-    let config = search_config(passages.language);
+    let config = passages.language.search_config();
     // One statement: the passages, their term counts (read from each
     // passage's tsvector as it goes in; the tsvector is not stored, an empty
     // one stands in for it, migration 0025) and the revision as a fresh
@@ -95,7 +87,7 @@ pub async fn index(conn: &mut PgConnection, passages: &Passages<'_>) -> sqlx::Re
         passages.revision as RevisionId,
         passages.agent as AgentId,
         passages.source as SourceId,
-        passages.language as StoredLanguage,
+        passages.language as Language,
         config as &str,
         passages.title,
         &passages.headings as &[Option<String>],
@@ -104,16 +96,16 @@ pub async fn index(conn: &mut PgConnection, passages: &Passages<'_>) -> sqlx::Re
     )
     .fetch_one(&mut *conn)
     .await?;
-    let backlog = MergeBacklog { fresh: indexed.fresh, masks: indexed.masks };
+    let backlog = Backlog { fresh: indexed.fresh, masks: indexed.masks };
     Ok(Indexed { passages: indexed.passages, tokens: indexed.tokens, backlog })
 }
 
 /// The languages an Agent's indexed documents are in.
 #[tracing::instrument(level = "debug", skip(conn))]
-pub async fn languages(conn: &mut PgConnection, agent: AgentId) -> sqlx::Result<Vec<StoredLanguage>> {
+pub async fn languages(conn: &mut PgConnection, agent: AgentId) -> sqlx::Result<Vec<Language>> {
     sqlx::query_scalar!(
         r#"
-        SELECT language AS "language!: StoredLanguage" FROM knowledge_segments WHERE agent_id = $1
+        SELECT language AS "language!: Language" FROM knowledge_segments WHERE agent_id = $1
         UNION
         SELECT language FROM knowledge_documents WHERE agent_id = $1 AND segment_id IS NULL
         "#,
@@ -121,15 +113,6 @@ pub async fn languages(conn: &mut PgConnection, agent: AgentId) -> sqlx::Result<
     )
     .fetch_all(conn)
     .await
-}
-
-/// A passage as ranking found it.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Ranked {
-    pub source_id: SourceId,
-    pub revision_id: RevisionId,
-    pub ordinal: i32,
-    pub score: f64,
 }
 
 /// What ranking needs to know of a question's words in an Agent's passages of
@@ -166,7 +149,7 @@ impl Vocabulary {
 pub async fn vocabulary(
     conn: &mut PgConnection,
     agent: AgentId,
-    language: StoredLanguage,
+    language: Language,
     question: &str,
 ) -> sqlx::Result<Vocabulary> {
     // One statement: the sizes ride along on every term's row (no row, no
@@ -205,8 +188,8 @@ pub async fn vocabulary(
         ORDER BY f.df + g.df, l.lexeme COLLATE "C"
         "#,
         agent as AgentId,
-        language as StoredLanguage,
-        search_config(language) as &str,
+        language as Language,
+        language.search_config() as &str,
         question,
     )
     .fetch_all(&mut *conn)
@@ -234,7 +217,7 @@ pub async fn vocabulary(
 pub async fn segment_postings(
     conn: &mut PgConnection,
     agent: AgentId,
-    language: StoredLanguage,
+    language: Language,
     lexemes: &[String],
 ) -> sqlx::Result<Vec<(String, Vec<u8>)>> {
     let rows = sqlx::query!(
@@ -248,7 +231,7 @@ pub async fn segment_postings(
         ) s
         "#,
         agent as AgentId,
-        language as StoredLanguage,
+        language as Language,
         lexemes,
     )
     .fetch_all(conn)
@@ -274,7 +257,7 @@ pub struct Postings {
 pub fn postings<'a>(
     conn: &'a mut PgConnection,
     agent: AgentId,
-    language: StoredLanguage,
+    language: Language,
     lexemes: &'a [String],
 ) -> BoxStream<'a, sqlx::Result<Postings>> {
     sqlx::query_as!(
@@ -291,7 +274,7 @@ pub fn postings<'a>(
         ) k
         "#,
         agent as AgentId,
-        language as StoredLanguage,
+        language as Language,
         lexemes,
     )
     .fetch(conn)
@@ -312,46 +295,41 @@ pub async fn documents(conn: &mut PgConnection, numbers: &[i64]) -> sqlx::Result
     Ok(rows.into_iter().map(|r| (r.number, r.revision_id, r.source_id)).collect())
 }
 
-/// A ranked passage's text and source, with a snippet around the question's
-/// words.
+/// A ranked passage's text, with a snippet around the question's words.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Found {
-    pub source_id: SourceId,
+pub struct Shown {
     pub revision_id: RevisionId,
     pub ordinal: i32,
-    pub title: String,
-    pub uri: String,
     pub heading: Option<String>,
     pub body: String,
     pub snippet: String,
 }
 
-#[tracing::instrument(level = "debug", skip(conn, question, ranked), fields(n = ranked.len()))]
-pub async fn found(
+/// The text of passages (`revisions` and `ordinals` aligned), and a snippet of
+/// each around the question's words.
+#[tracing::instrument(level = "debug", skip(conn, question, revisions, ordinals), fields(n = ordinals.len()))]
+pub async fn shown(
     conn: &mut PgConnection,
-    language: StoredLanguage,
+    language: Language,
     question: &str,
-    ranked: &[Ranked],
-) -> sqlx::Result<Vec<Found>> {
-    let revisions: Vec<Uuid> = ranked.iter().map(|r| r.revision_id.0).collect();
-    let ordinals: Vec<i32> = ranked.iter().map(|r| r.ordinal).collect();
+    revisions: &[Uuid],
+    ordinals: &[i32],
+) -> sqlx::Result<Vec<Shown>> {
     sqlx::query_as!(
-        Found,
+        Shown,
         r#"
-        SELECT p.source_id AS "source_id: SourceId", p.revision_id AS "revision_id: RevisionId", p.ordinal,
-               r.title, r.provenance_uri AS uri, p.heading, p.body,
+        SELECT p.revision_id AS "revision_id: RevisionId", p.ordinal, p.heading, p.body,
                ts_headline($1::regconfig, p.body,
                            replace(plainto_tsquery($1::regconfig, $2)::text, ' & ', ' | ')::tsquery,
                            'MaxFragments=2, MinWords=12, MaxWords=40, StartSel="", StopSel="", FragmentDelimiter=" … "')
                    AS "snippet!"
         FROM unnest($3::uuid[], $4::int[]) AS w(revision_id, ordinal)
         JOIN knowledge_passages p ON p.revision_id = w.revision_id AND p.ordinal = w.ordinal
-        JOIN knowledge_revisions r ON r.id = p.revision_id
         "#,
-        search_config(language) as &str,
+        language.search_config() as &str,
         question,
-        &revisions,
-        &ordinals,
+        revisions,
+        ordinals,
     )
     .fetch_all(conn)
     .await
