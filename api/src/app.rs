@@ -74,7 +74,8 @@ impl AppState {
         let account = Arc::new(crate::account::Account::new(config, oidc.as_ref())?);
         let service = Service::new(pool, Some(queue), config.core_with(oidc))
             .map_err(|e| anyhow::anyhow!(e))?
-            .with_llm(config.llm()?);
+            .with_llm(config.llm()?)
+            .with_meaning(config.meaning()?);
         Ok(Self(Arc::new(Shared {
             service: Arc::new(service),
             redis: svc_core::jobs::redis_client(config.redis_url())?,

@@ -6,7 +6,9 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use secrecy::{ExposeSecret, SecretString};
-use svc_core::answers::{Llm, LlmConfig};
+use svc_core::answers::{Llm, Meaning};
+use svc_core::embeddings::EmbeddingsArgs;
+use svc_core::openai::EndpointConfig;
 use svc_core::runtime::Timeouts;
 use svc_core::{CoreConfig, JwksSource, OidcConfig};
 
@@ -28,6 +30,9 @@ pub const DEFAULT_LARGE_BODY_WAIT_SECS: u64 = 10;
 pub const DEFAULT_WORKSPACE_TURN_WAIT_SECS: u64 = 10;
 pub const DEFAULT_WORKSPACE_WRITES: usize = 8;
 pub const DEFAULT_LLM_TIMEOUT_SECS: u64 = 20;
+/// 256 MiB keeps the vectors of about a million passages (256 bytes each, plus
+/// 4 of scale).
+pub const DEFAULT_VECTOR_CACHE_MB: usize = 256;
 pub const DEFAULT_PUBLIC_ANSWERS_PER_MINUTE: u32 = 30;
 pub const DEFAULT_WAIT_CACHE_ENTRIES: usize = 10_000;
 pub const DEFAULT_WAIT_CACHE_MAX_AGE_MS: u64 = 1_000;
@@ -171,6 +176,13 @@ pub struct ServeConfig {
     /// Seconds one attempt at the model may take (two attempts at most).
     #[arg(long, env = "SVC_LLM_TIMEOUT_SECS", default_value_t = DEFAULT_LLM_TIMEOUT_SECS)]
     pub llm_timeout_secs: u64,
+
+    #[command(flatten)]
+    pub embeddings: EmbeddingsArgs,
+
+    /// Memory for the Agents' vectors this process keeps between questions (MiB).
+    #[arg(long, env = "SVC_VECTOR_CACHE_MB", default_value_t = DEFAULT_VECTOR_CACHE_MB)]
+    pub vector_cache_mb: usize,
     /// Public answers a client (IP address) may ask of one Agent per minute.
     #[arg(long, env = "SVC_PUBLIC_ANSWERS_PER_MINUTE", default_value_t = DEFAULT_PUBLIC_ANSWERS_PER_MINUTE,
           value_parser = clap::value_parser!(u32).range(1..))]
@@ -297,13 +309,20 @@ impl ServeConfig {
         let Some(base_url) = &self.llm_base_url else { return Ok(None) };
         let model =
             self.llm_model.clone().ok_or_else(|| anyhow::anyhow!("SVC_LLM_MODEL is required with SVC_LLM_BASE_URL"))?;
-        let config = LlmConfig {
+        let config = EndpointConfig {
             base_url: base_url.clone(),
             model,
             api_key: self.llm_api_key.as_ref().map(|k| k.expose_secret().to_owned()),
             timeout: Duration::from_secs(self.llm_timeout_secs.max(1)),
         };
         Ok(Some(Llm::new(config).map_err(|e| anyhow::anyhow!(e))?))
+    }
+
+    /// What questions are searched by besides their words, loaded and
+    /// checked (the model file's problem stops the start).
+    pub fn meaning(&self) -> anyhow::Result<Option<Meaning>> {
+        let Some(models) = self.embeddings.load_for_questions().map_err(anyhow::Error::msg)? else { return Ok(None) };
+        Ok(Some(Meaning::new(models, self.vector_cache_mb.saturating_mul(1024 * 1024))))
     }
 
     pub fn body_policy(&self) -> BodyPolicy {
@@ -388,6 +407,8 @@ impl Default for ServeConfig {
             llm_model: None,
             llm_api_key: None,
             llm_timeout_secs: DEFAULT_LLM_TIMEOUT_SECS,
+            embeddings: EmbeddingsArgs::default(),
+            vector_cache_mb: DEFAULT_VECTOR_CACHE_MB,
             public_answers_per_minute: DEFAULT_PUBLIC_ANSWERS_PER_MINUTE,
             client_ip_header: None,
             dev_idp: false,

@@ -55,6 +55,7 @@ pub async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
     queue_figures(&state, &mut scrape).await;
     wait_cache_figures(&state, &mut scrape);
     caller_cache_figures(&state, &mut scrape);
+    vector_cache_figures(&state, &mut scrape);
     let mut text = state.metrics.render(&scrape);
     // The database fault counters of svc-core, in the same text format.
     text.push_str(&svc_core::faults::render());
@@ -100,6 +101,29 @@ fn caller_cache_figures(state: &AppState, scrape: &mut Scrape) {
         "svc_caller_cache_listening",
         "1 while this process hears changes of keys, Users, memberships and Workspaces from PostgreSQL",
         i64::from(figures.live),
+    );
+}
+
+/// The Agents' vectors this process keeps, and how often a question found
+/// them kept.
+fn vector_cache_figures(state: &AppState, scrape: &mut Scrape) {
+    let Some(meaning) = state.service.meaning() else { return };
+    let figures = meaning.cache.figures();
+    scrape.counters(
+        "svc_vector_cache_lookups",
+        "Blocks of vectors a question looked up in this process's cache",
+        "result",
+        &[("hit", figures.hits), ("miss", figures.misses)],
+    );
+    scrape.gauge(
+        "svc_vector_cache_bytes",
+        "Bytes of vectors kept (at most svc_vector_cache_max_bytes)",
+        i64::try_from(figures.bytes).unwrap_or(i64::MAX),
+    );
+    scrape.gauge(
+        "svc_vector_cache_max_bytes",
+        "The most bytes of vectors this process keeps (SVC_VECTOR_CACHE_MB)",
+        i64::try_from(figures.max_bytes).unwrap_or(i64::MAX),
     );
 }
 

@@ -229,20 +229,32 @@ async fn quality(dataset: &Dataset) -> anyhow::Result<()> {
             .collect();
     let speaker = speaker(&stack.agent)?;
     let unjudged = HashMap::new();
-    let mut ours = Vec::with_capacity(dataset.queries.len());
+    // The same index asked twice: by words alone (BM25F), then by words and
+    // meaning (what the service answers with, unless SVC_EMBEDDINGS=off).
+    let mut words = Vec::with_capacity(dataset.queries.len());
+    let mut both = Vec::with_capacity(dataset.queries.len());
     for query in &dataset.queries {
-        let answer = answers::answer(&stack.pool, None, &speaker, &query.text).await?;
-        let ranked: Vec<String> = answer.sources.iter().filter_map(|s| keys.get(&s.id.to_string()).cloned()).collect();
-        ours.push(ndcg5(&ranked, dataset.judged.get(&query.id).unwrap_or(&unjudged)));
+        let judged = dataset.judged.get(&query.id).unwrap_or(&unjudged);
+        for (meaning, scores) in [(None, &mut words), (stack.meaning.as_deref(), &mut both)] {
+            let answer = answers::answer(&stack.pool, None, meaning, &speaker, &query.text).await?;
+            let ranked: Vec<String> =
+                answer.sources.iter().filter_map(|s| keys.get(&s.id.to_string()).cloned()).collect();
+            scores.push(ndcg5(&ranked, judged));
+        }
     }
+    let model = stack.meaning.as_ref().and_then(|m| m.models.primary()).map_or("off", |m| m.id()).to_owned();
     stack.stop().await?;
     let bm25 = bm25(&dataset.folder)
         .map(|scores| dataset.queries.iter().map(|q| scores.get(&q.id).copied().unwrap_or(0.0)).collect::<Vec<f64>>());
     let mean =
         |scores: &[f64], members: &[usize]| members.iter().map(|&i| scores[i]).sum::<f64>() / members.len() as f64;
-    println!("\n| questions | count | svc nDCG@5 | BM25 nDCG@5 | svc / BM25 |\n| --- | ---: | ---: | ---: | ---: |");
+    println!(
+        "\n| questions | count | svc words (BM25F) | svc words + meaning | BM25 nDCG@5 | svc / BM25 |\n\
+         | --- | ---: | ---: | ---: | ---: | ---: |"
+    );
     for (name, members) in dataset.groups() {
-        let svc = mean(&ours, &members);
+        let by_words = mean(&words, &members);
+        let svc = mean(&both, &members);
         let (bm25, ratio) = match &bm25 {
             Ok(scores) => {
                 let bm25 = mean(scores, &members);
@@ -250,11 +262,12 @@ async fn quality(dataset: &Dataset) -> anyhow::Result<()> {
             }
             Err(_) => ("not run".to_owned(), "-".to_owned()),
         };
-        println!("| {name} | {} | {svc:.4} | {bm25} | {ratio} |", members.len());
+        println!("| {name} | {} | {by_words:.4} | {svc:.4} | {bm25} | {ratio} |", members.len());
     }
     match &bm25 {
         Ok(_) => println!(
-            "\nsvc: the sources of each answer, best first; BM25: bm25s, English stemmer and stop words, title + text."
+            "\nsvc: nDCG@5 of the sources of each answer, best first (meaning: {model}; the ratio is of words + \
+             meaning); BM25: bm25s, English stemmer and stop words, title + text."
         ),
         Err(why) => println!("\nBM25 not run: {why}"),
     }
@@ -439,18 +452,18 @@ struct Asked {
 /// Every question twice, `concurrency` askers at a time (after 20 to warm up).
 async fn ask(stack: &Stack, speaker: &Speaker, questions: &[String], concurrency: usize) -> anyhow::Result<Asked> {
     for question in questions.iter().take(20) {
-        answers::answer(&stack.pool, None, speaker, question).await?;
+        answers::answer(&stack.pool, None, stack.meaning.as_deref(), speaker, question).await?;
     }
     let started = Instant::now();
     let mut tasks = tokio::task::JoinSet::new();
     for worker in 0..concurrency {
-        let (pool, speaker) = (stack.pool.clone(), speaker.clone());
+        let (pool, speaker, meaning) = (stack.pool.clone(), speaker.clone(), stack.meaning.clone());
         let mine: Vec<String> = questions.iter().skip(worker).step_by(concurrency).cloned().collect();
         tasks.spawn(async move {
             let mut timings = Vec::new();
             for question in mine.iter().chain(mine.iter()) {
                 let asked = Instant::now();
-                let answer = answers::answer(&pool, None, &speaker, question).await?;
+                let answer = answers::answer(&pool, None, meaning.as_deref(), &speaker, question).await?;
                 timings.push((asked.elapsed(), answer.retrieval, !answer.sources.is_empty(), question.clone()));
             }
             anyhow::Ok(timings)

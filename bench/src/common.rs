@@ -7,6 +7,8 @@ use anyhow::Context;
 use sqlx::{Connection, PgConnection, PgPool};
 use svc_api::app::Serving;
 use svc_api::config::{DatabaseArgs, ServeConfig};
+use svc_core::answers::Meaning;
+use svc_core::embeddings::EmbeddingsArgs;
 use svc_tests::{AUDIENCE, ISSUER, TestIssuer};
 
 /// A database of the benchmark's own, dropped at the end.
@@ -53,6 +55,29 @@ fn database_url(server_url: &str, database: &str) -> String {
     }
 }
 
+/// The embedding model `scripts/fetch-model` leaves in the project.
+pub fn model_dir() -> std::path::PathBuf {
+    let path =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(svc_core::embeddings::DEFAULT_MODEL_DIR);
+    std::fs::canonicalize(&path).unwrap_or(path)
+}
+
+/// The embeddings settings of this run, from the environment as the
+/// binaries read them (`SVC_EMBEDDINGS=off`, `SVC_EMBEDDINGS_BASE_URL`, ...),
+/// the model folder the project's unless set. The workers inherit them.
+pub fn embeddings() -> EmbeddingsArgs {
+    #[derive(clap::Parser)]
+    struct FromEnvironment {
+        #[command(flatten)]
+        embeddings: EmbeddingsArgs,
+    }
+    let mut embeddings = <FromEnvironment as clap::Parser>::parse_from(["svc-bench"]).embeddings;
+    if std::env::var_os("SVC_EMBEDDINGS_MODEL_DIR").is_none() {
+        embeddings.embeddings_model_dir = model_dir();
+    }
+    embeddings
+}
+
 /// The API's configuration for a benchmark: User tokens from the test issuer,
 /// jobs under a queue namespace of the run's own.
 pub fn config(url: &str, namespace: &str) -> ServeConfig {
@@ -64,6 +89,7 @@ pub fn config(url: &str, namespace: &str) -> ServeConfig {
         oidc_jwks_file: Some(TestIssuer::shared().jwks_path().to_owned()),
         shutdown_grace_secs: 1,
         queue_namespace: namespace.to_owned(),
+        embeddings: embeddings(),
         ..ServeConfig::default()
     }
 }
@@ -97,6 +123,9 @@ pub struct Stack {
     pub token: String,
     pub workspace: String,
     pub agent: String,
+    /// What the API searches questions by besides their words (`None` with
+    /// `SVC_EMBEDDINGS=off`).
+    pub meaning: Option<std::sync::Arc<Meaning>>,
     namespace: String,
     workers: Vec<svc_tests::process::Spawned>,
 }
@@ -146,6 +175,7 @@ impl Stack {
             "no {}: build the binaries first (cargo build --release --workspace --bins)",
             binary.display()
         );
+        let model_dir = model_dir();
         let mut spawned = Vec::new();
         for _ in 0..workers {
             let mut process = svc_tests::process::Spawned::start_at(
@@ -155,13 +185,15 @@ impl Stack {
                     ("DATABASE_URL", scratch.url.as_str()),
                     ("SVC_QUEUE_NAMESPACE", namespace.as_str()),
                     ("SVC_WORKER_METRICS_BIND", "127.0.0.1:0"),
+                    ("SVC_EMBEDDINGS_MODEL_DIR", &model_dir.to_string_lossy()),
                     ("RUST_LOG", "info"),
                 ],
             );
             process.wait_for("svc-worker started").await;
             spawned.push(process);
         }
-        Ok(Self { scratch, pool, client, token, workspace, agent, namespace, workers: spawned })
+        let meaning = config.meaning()?.map(std::sync::Arc::new);
+        Ok(Self { scratch, pool, client, token, workspace, agent, meaning, namespace, workers: spawned })
     }
 
     /// Adds sources `(key, title, content)` through the API, `senders` at a time.

@@ -30,6 +30,13 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use serde_json::{Value, json};
 
 pub const ISSUER: &str = "https://issuer.test.svc.invalid";
+
+/// The embedding model as `scripts/fetch-model` leaves it in the project:
+/// every binary a test starts is given it (their default is relative to
+/// where they start).
+pub fn model_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../models/potion-base-8M")
+}
 pub const AUDIENCE: &str = "svc-api";
 
 /// A signing algorithm of access tokens.

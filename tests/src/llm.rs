@@ -1,5 +1,6 @@
-//! A stand-in for an OpenAI-compatible chat-completions endpoint, on a free
-//! port: it records each request and answers as the test scripts it.
+//! Stand-ins for OpenAI-compatible endpoints (chat completions, embeddings),
+//! on a free port: each records its requests and answers as the test
+//! scripts it.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -35,6 +36,53 @@ impl StandIn {
 /// Starts a stand-in that answers its requests with `replies` in order (the
 /// last one again once they run out).
 pub async fn start(replies: Vec<Reply>) -> StandIn {
+    serve(Arc::new(move |n, _body: &Value| {
+        match replies.get(n).or(replies.last()).cloned().unwrap_or(Reply::Status(500)) {
+            Reply::Content(text) => Answer::Json(
+                200,
+                json!({ "id": "cmpl-1", "object": "chat.completion",
+                        "choices": [{ "index": 0, "message": { "role": "assistant", "content": text }, "finish_reason": "stop" }] }),
+            ),
+            Reply::Status(status) => Answer::Json(status, json!({ "error": { "message": "stand-in failure" } })),
+            Reply::Stall(time) => Answer::Stall(time),
+        }
+    }))
+    .await
+}
+
+/// What a text is embedded as by [`start_embeddings`].
+pub type Embed = Arc<dyn Fn(&str) -> Vec<f32> + Send + Sync>;
+
+/// Starts a stand-in `/v1/embeddings` endpoint: each request's `input` texts
+/// embedded by `embed`, in order. With `stall_from`, requests from that one
+/// on (counted from 0) get no answer for an hour.
+pub async fn start_embeddings(embed: Embed, stall_from: Option<usize>) -> StandIn {
+    serve(Arc::new(move |n, body: &Value| {
+        if stall_from.is_some_and(|from| n >= from) {
+            return Answer::Stall(Duration::from_secs(3600));
+        }
+        let inputs: Vec<&str> =
+            body["input"].as_array().map(|a| a.iter().filter_map(Value::as_str).collect()).unwrap_or_default();
+        let data: Vec<Value> = inputs
+            .iter()
+            .enumerate()
+            .map(|(index, text)| json!({ "object": "embedding", "index": index, "embedding": embed(text) }))
+            .collect();
+        Answer::Json(200, json!({ "object": "list", "data": data, "model": body["model"] }))
+    }))
+    .await
+}
+
+/// What the stand-in does with one request.
+enum Answer {
+    Json(u16, Value),
+    /// No answer for this long (then the connection is dropped).
+    Stall(Duration),
+}
+
+type Answering = Arc<dyn Fn(usize, &Value) -> Answer + Send + Sync>;
+
+async fn serve(answer: Answering) -> StandIn {
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("a free port");
     let base_url = format!("http://{}/v1", listener.local_addr().expect("an address"));
     let requests = Arc::new(Mutex::new(Vec::new()));
@@ -42,9 +90,9 @@ pub async fn start(replies: Vec<Reply>) -> StandIn {
     tokio::spawn(async move {
         let mut n = 0;
         while let Ok((mut stream, _)) = listener.accept().await {
-            let reply = replies.get(n).or(replies.last()).cloned().unwrap_or(Reply::Status(500));
+            let number = n;
             n += 1;
-            let log = log.clone();
+            let (log, answer) = (log.clone(), answer.clone());
             tokio::spawn(async move {
                 let Some((head, body)) = read_request(&mut stream).await else { return };
                 let auth = head
@@ -52,16 +100,12 @@ pub async fn start(replies: Vec<Reply>) -> StandIn {
                     .find_map(|l| l.strip_prefix("authorization: ").or_else(|| l.strip_prefix("Authorization: ")))
                     .unwrap_or_default()
                     .to_owned();
-                log.lock().expect("the request log").push((auth, serde_json::from_slice(&body).unwrap_or(Value::Null)));
-                let (status, body) = match reply {
-                    Reply::Content(text) => (
-                        200,
-                        json!({ "id": "cmpl-1", "object": "chat.completion",
-                                "choices": [{ "index": 0, "message": { "role": "assistant", "content": text }, "finish_reason": "stop" }] })
-                        .to_string(),
-                    ),
-                    Reply::Status(status) => (status, json!({ "error": { "message": "stand-in failure" } }).to_string()),
-                    Reply::Stall(time) => {
+                let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+                let answered = answer(number, &body);
+                log.lock().expect("the request log").push((auth, body));
+                let (status, body) = match answered {
+                    Answer::Json(status, body) => (status, body.to_string()),
+                    Answer::Stall(time) => {
                         tokio::time::sleep(time).await;
                         return;
                     }

@@ -8,6 +8,9 @@ use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 
+/// The setting that says where the embedding model is.
+const MODEL_DIR: &str = "SVC_EMBEDDINGS_MODEL_DIR";
+
 /// A workspace binary, next to the test executable's `deps/` folder
 /// (`target/debug/svc-api`).
 pub fn binary(name: &str) -> PathBuf {
@@ -33,6 +36,7 @@ pub fn free_port() -> u16 {
 pub async fn run(name: &str, args: &[&str], envs: &[(&str, &str)]) -> (ExitStatus, String, String) {
     let output = Command::new(binary(name))
         .args(args)
+        .env(MODEL_DIR, crate::model_dir())
         .envs(envs.iter().copied())
         .env_remove("RUST_LOG")
         .output()
@@ -62,13 +66,16 @@ impl Spawned {
 
     /// [`Spawned::start`] for a binary at `path`.
     pub fn start_at(path: &std::path::Path, args: &[&str], envs: &[(&str, &str)]) -> Self {
-        Self::spawn(Command::new(path).args(args).envs(envs.iter().copied()), false)
+        Self::spawn(Command::new(path).args(args).env(MODEL_DIR, crate::model_dir()).envs(envs.iter().copied()), false)
     }
 
     /// Runs a script in a process group of its own, as a terminal would: a
     /// signal goes to the script and every process it started (Ctrl-C).
     pub fn start_group(path: &std::path::Path, envs: &[(&str, &str)]) -> Self {
-        Self::spawn(Command::new(path).envs(envs.iter().copied()).process_group(0), true)
+        Self::spawn(
+            Command::new(path).env(MODEL_DIR, crate::model_dir()).envs(envs.iter().copied()).process_group(0),
+            true,
+        )
     }
 
     fn spawn(command: &mut Command, group: bool) -> Self {

@@ -60,6 +60,9 @@ pub struct Config {
     /// Seconds in-flight jobs get to finish after SIGTERM.
     #[arg(long, env = "SVC_WORKER_SHUTDOWN_GRACE_SECS", default_value_t = 30)]
     pub shutdown_grace_secs: u64,
+
+    #[command(flatten)]
+    pub embeddings: svc_core::embeddings::EmbeddingsArgs,
 }
 
 impl Config {

@@ -48,6 +48,9 @@ fn worker_name(restarts: usize) -> String {
 }
 
 async fn run(config: Config) -> anyhow::Result<()> {
+    // The model first: a worker without it would promote revisions that
+    // cannot answer by meaning.
+    let embeddings = config.embeddings.load().map_err(anyhow::Error::msg)?;
     // A connection per job slot, plus the sweeper, the lease renewals and checks.
     let connections = u32::try_from(config.concurrency * 2 + 4).unwrap_or(32);
     // A frozen replica's open transaction ends well within its lease, so the
@@ -70,6 +73,7 @@ async fn run(config: Config) -> anyhow::Result<()> {
         requeue_after: Config::secs(config.requeue_after_secs),
         deadline: Config::secs(config.processing_deadline_secs),
         keep_finished: Config::secs(config.keep_finished_jobs_secs),
+        embeddings: embeddings.clone(),
     };
     let queue = Arc::new(queue);
     tasks.spawn(sweeper(
@@ -99,6 +103,7 @@ async fn run(config: Config) -> anyhow::Result<()> {
             deadline: Config::secs(config.processing_deadline_secs),
             choosing: Default::default(),
             on_settled: jobs::settled_into(metrics.clone()),
+            embeddings,
         },
         metrics,
         stopping: stopping.clone(),

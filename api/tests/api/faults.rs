@@ -231,6 +231,7 @@ fn processing(max_attempts: i32) -> Processing {
         deadline: Duration::from_secs(900),
         choosing: Default::default(),
         on_settled: Default::default(),
+        embeddings: None,
     }
 }
 

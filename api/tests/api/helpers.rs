@@ -48,6 +48,12 @@ pub fn config() -> ServeConfig {
         caller_cache_entries: 0,
         // Each test's jobs under keys of its own.
         queue_namespace: format!("svctest_{}", uuid::Uuid::now_v7().simple()),
+        // Questions by their words alone, so ranking tests pin BM25F exactly;
+        // retrieval by meaning has tests of its own (`meaning.rs`).
+        embeddings: svc_core::embeddings::EmbeddingsArgs {
+            switch: svc_core::embeddings::Switch::Off,
+            ..Default::default()
+        },
         ..ServeConfig::default()
     }
 }

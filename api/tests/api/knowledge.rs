@@ -40,6 +40,7 @@ pub fn processing(worker: &str) -> Processing {
         deadline: Duration::from_secs(900),
         choosing: Default::default(),
         on_settled: Default::default(),
+        embeddings: None,
     }
 }
 
@@ -419,6 +420,7 @@ async fn past_the_deadline_a_revision_times_out(pool: PgPool) {
         requeue_after: Duration::from_secs(30),
         deadline: Duration::from_secs(900),
         keep_finished: Duration::from_secs(3600),
+        embeddings: None,
     };
     let swept = svc_core::knowledge::sweep(&s.app.pool, None, &sweep).await.unwrap();
     assert_eq!((swept.ran, swept.timed_out), (true, 1));
@@ -438,6 +440,7 @@ async fn sweeps_take_turns_by_a_lease_that_runs_out(pool: PgPool) {
         requeue_after: Duration::from_secs(30),
         deadline: Duration::from_secs(900),
         keep_finished: Duration::from_secs(3600),
+        embeddings: None,
     };
     // Replica A took the lease and went silent, its connection still open.
     let mut silent = svc_core::runtime::connection(&pool).await.unwrap();

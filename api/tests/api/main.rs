@@ -22,6 +22,7 @@ mod identity;
 mod index;
 mod knowledge;
 mod mcp;
+mod meaning;
 mod migrations;
 mod public;
 mod reconcile;

@@ -47,6 +47,7 @@ impl From<svc_search::Error> for Error {
         match error {
             svc_search::Error::Database(error) => Self::Database(error),
             svc_search::Error::Corrupt(message) => Self::Internal(message),
+            svc_search::Error::Embedding(message) => Self::Internal(format!("embedding: {message}")),
         }
     }
 }

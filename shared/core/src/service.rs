@@ -10,7 +10,7 @@ use svc_contract::identity::SecretLocation;
 use svc_contract::{AuthKind, Operation, Problem, ProblemCode, Scope, WorkspaceRequirement};
 use time::OffsetDateTime;
 
-use crate::answers::Llm;
+use crate::answers::{Llm, Meaning};
 use crate::auth::callers::{CallerCache, CallerCacheFigures, Fingerprint};
 use crate::auth::jwt::JwtVerifier;
 use crate::auth::{self, Credential, api_key};
@@ -54,6 +54,7 @@ pub struct Service {
     pub(crate) gates: Gates,
     queue: Option<Queue>,
     llm: Option<Llm>,
+    meaning: Option<Meaning>,
     backlog: Backlog,
     pub(crate) waits: WaitCache,
     callers: CallerCache,
@@ -76,6 +77,7 @@ impl Service {
             gates,
             queue,
             llm: None,
+            meaning: None,
             backlog: Backlog::default(),
             waits,
             callers,
@@ -92,6 +94,16 @@ impl Service {
 
     pub fn llm(&self) -> Option<&Llm> {
         self.llm.as_ref()
+    }
+
+    /// Questions are searched by their meaning too, with `meaning`.
+    pub fn with_meaning(mut self, meaning: Option<Meaning>) -> Self {
+        self.meaning = meaning;
+        self
+    }
+
+    pub fn meaning(&self) -> Option<&Meaning> {
+        self.meaning.as_ref()
     }
 
     pub fn queue(&self) -> Option<&Queue> {

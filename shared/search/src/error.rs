@@ -9,6 +9,9 @@ pub enum Error {
     /// row, never the caller's input.
     #[error("{0}")]
     Corrupt(String),
+    /// The model could not embed (a remote one unreachable, say).
+    #[error("embedding: {0}")]
+    Embedding(String),
 }
 
 pub type Result<T> = std::result::Result<T, Error>;

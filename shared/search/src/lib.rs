@@ -8,32 +8,40 @@
 //!
 //! Storage (migrations 0004, 0017 onwards): each indexed revision is a
 //! document of the Agent's index, its passages in `knowledge_passages`. A
-//! fresh document keeps its postings in `knowledge_terms` (a row per word);
-//! merges gather documents into immutable segments (`knowledge_segments`,
-//! a row per word of each in `knowledge_segment_terms` holding every
-//! posting, encoded by [`postings`]); a retired document is masked
-//! (`knowledge_masks`) until a merge drops it. Ranking is BM25F ([`rank`]).
+//! fresh document keeps its postings in `knowledge_terms` (a row per word)
+//! and its passages' vectors in one row; merges gather documents into
+//! immutable segments (`knowledge_segments`, a row per word of each in
+//! `knowledge_segment_terms` holding every posting, encoded by [`postings`],
+//! and one row of vectors, [`vectors`]); a retired document is masked
+//! (`knowledge_masks`) until a merge drops it. A question is ranked by its
+//! words (BM25F, [`rank`]) and, where the Agent's passages have vectors, by
+//! its meaning too, the two fused by score ([`hybrid`]).
 
+mod embed;
 mod error;
+mod hybrid;
 mod language;
 mod merge;
 mod passages;
 mod postings;
 mod rank;
 mod store;
+mod vectors;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use sqlx::pool::PoolConnection;
 use sqlx::{Connection, PgConnection, PgPool, Postgres};
 use svc_ids::{AgentId, RevisionId, SourceId};
 
+pub use embed::{Embedder, Questions, embed_due, embed_passages, passage_text};
 pub use error::{Error, Result};
 pub use language::Language;
 pub use merge::{maintain, maintain_due};
 pub use passages::{Passage, split, words};
 pub use store::segments::Backlog;
-pub use store::terms::{Indexed, Passages};
+pub use store::terms::{Embedded, Indexed, Passages};
+pub use vectors::{Cache, CacheFigures};
 
 /// The index's tables whose statistics the workers keep fresh (see
 /// `svc_core::knowledge::statistics`): ranking and promotions plan over them.
@@ -79,54 +87,125 @@ pub struct Hit {
     pub score: f64,
     pub heading: Option<String>,
     pub body: String,
-    /// The passage around the question's words.
-    pub snippet: String,
+}
+
+/// What a question is searched by besides its words: its meaning, embedded
+/// by whichever model the Agent answers with (when this process has it), and
+/// the process's kept vectors.
+pub struct Meaning<'a, Q> {
+    pub questions: &'a Q,
+    pub cache: &'a Cache,
 }
 
 /// The best passage of each of the best `limit` sources for `question`, best
-/// first, over every language the Agent's documents are in.
+/// first, over every language the Agent's documents are in: by its words
+/// (BM25F) and, with `meaning` and vectors of the Agent's model, by its
+/// meaning too, fused by score. Without a vector side the order is BM25F's.
 ///
-/// Every statement reads one snapshot: a revision promoted or retired
-/// meanwhile cannot shift the statistics or take a ranked passage away.
-pub async fn search(conn: &mut PgConnection, agent: AgentId, question: &str, limit: usize) -> Result<Vec<Hit>> {
+/// The question is embedded first; then every statement reads one snapshot:
+/// a revision promoted or retired meanwhile cannot shift the statistics or
+/// take a ranked passage away.
+pub async fn search<Q: Questions>(
+    conn: &mut PgConnection,
+    agent: AgentId,
+    question: &str,
+    meaning: Option<Meaning<'_, Q>>,
+    limit: usize,
+) -> Result<Vec<Hit>> {
+    let mut embedded = None;
+    if let Some(meaning) = &meaning
+        && let Some(model) = store::vectors::model_of(conn, agent).await?
+        && let Some(vector) = meaning.questions.embed_question(&model, question).await
+    {
+        let floor = meaning.questions.min_similarity(&model);
+        embedded = Some((model, vector, meaning.cache, floor));
+    }
     let mut snapshot = conn.begin_with("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY").await?;
-    let found = search_in(&mut snapshot, agent, question, limit).await;
+    let found = match &embedded {
+        Some((model, vector, cache, floor)) => {
+            search_both(&mut snapshot, agent, question, (model, vector, cache, *floor), limit).await
+        }
+        None => search_words(&mut snapshot, agent, question, limit).await,
+    };
     snapshot.rollback().await?;
     found
 }
 
-async fn search_in(conn: &mut PgConnection, agent: AgentId, question: &str, limit: usize) -> Result<Vec<Hit>> {
-    let mut hits = Vec::new();
+/// By the question's words alone.
+async fn search_words(conn: &mut PgConnection, agent: AgentId, question: &str, limit: usize) -> Result<Vec<Hit>> {
+    let mut ranked = Vec::new();
     for language in store::terms::languages(conn, agent).await? {
         let vocabulary = store::terms::vocabulary(conn, agent, language, question).await?;
-        let ranked = rank::rank(conn, agent, language, &vocabulary, limit).await?;
-        if ranked.is_empty() {
-            continue;
-        }
-        let revisions: Vec<uuid::Uuid> = ranked.iter().map(|r| r.revision_id.0).collect();
-        let ordinals: Vec<i32> = ranked.iter().map(|r| r.ordinal).collect();
-        let mut shown: HashMap<(RevisionId, i32), store::terms::Shown> =
-            store::terms::shown(conn, language, question, &revisions, &ordinals)
-                .await?
-                .into_iter()
-                .map(|s| ((s.revision_id, s.ordinal), s))
-                .collect();
-        for r in ranked {
-            if let Some(passage) = shown.remove(&(r.revision_id, r.ordinal)) {
-                hits.push(Hit {
-                    source_id: r.source_id,
-                    revision_id: r.revision_id,
-                    ordinal: r.ordinal,
-                    score: r.score,
-                    heading: passage.heading,
-                    body: passage.body,
-                    snippet: passage.snippet,
-                });
-            }
-        }
+        ranked.extend(rank::rank(conn, agent, language, &vocabulary, limit).await?);
     }
-    // Scores of different languages are of the same kind: merge, best first,
-    // equal scores by source id (as within a language).
+    shown(conn, ranked, limit).await
+}
+
+/// By the question's words and its meaning, fused.
+async fn search_both(
+    conn: &mut PgConnection,
+    agent: AgentId,
+    question: &str,
+    (model, vector, cache, floor): (&str, &svc_embed::Quantized, &Cache, f32),
+    limit: usize,
+) -> Result<Vec<Hit>> {
+    let mut worded = Vec::new();
+    for language in store::terms::languages(conn, agent).await? {
+        let vocabulary = store::terms::vocabulary(conn, agent, language, question).await?;
+        let lexical = rank::candidates(conn, agent, language, &vocabulary, hybrid::CANDIDATES).await?;
+        worded.extend(lexical.passages.iter().map(|&(document, ordinal, score)| hybrid::Worded {
+            document,
+            ordinal,
+            score,
+            ceiling: lexical.ceiling,
+        }));
+    }
+    let layout = store::vectors::layout(conn, agent).await?;
+    let blocks = vectors::load(conn, cache, model, &layout).await?;
+    let masked: HashSet<i64> = layout.masks.iter().copied().collect();
+    let wanted: HashSet<i64> = worded.iter().map(|w| w.document).collect();
+    let scanned = vectors::scan(&blocks, vector, &masked, &wanted, hybrid::CANDIDATES);
+    let close = scanned.best.iter().any(|near| near.score >= floor);
+    let fused = if close {
+        hybrid::fuse(&worded, &scanned)
+    } else {
+        // Nothing is close in meaning: the words alone decide, as BM25F ranks.
+        worded.iter().map(|w| (w.document, w.ordinal, w.score)).collect()
+    };
+    let numbers: Vec<i64> = fused.iter().map(|f| f.0).collect::<HashSet<_>>().into_iter().collect();
+    let sources: HashMap<i64, (RevisionId, SourceId)> = store::terms::documents(conn, &numbers)
+        .await?
+        .into_iter()
+        .map(|(number, of)| (number, (of.revision, of.source)))
+        .collect();
+    shown(conn, rank::best(&fused, &sources, limit), limit).await
+}
+
+/// The ranked passages with their text, best first (equal scores by
+/// source id), at most `limit`. Scores of different languages are of the
+/// same kind: they merge.
+async fn shown(conn: &mut PgConnection, ranked: Vec<rank::Ranked>, limit: usize) -> Result<Vec<Hit>> {
+    let revisions: Vec<uuid::Uuid> = ranked.iter().map(|r| r.revision_id.0).collect();
+    let ordinals: Vec<i32> = ranked.iter().map(|r| r.ordinal).collect();
+    let mut shown: HashMap<(RevisionId, i32), store::terms::Shown> = store::terms::shown(conn, &revisions, &ordinals)
+        .await?
+        .into_iter()
+        .map(|s| ((s.revision_id, s.ordinal), s))
+        .collect();
+    let mut hits: Vec<Hit> = ranked
+        .into_iter()
+        .filter_map(|r| {
+            let passage = shown.remove(&(r.revision_id, r.ordinal))?;
+            Some(Hit {
+                source_id: r.source_id,
+                revision_id: r.revision_id,
+                ordinal: r.ordinal,
+                score: r.score,
+                heading: passage.heading,
+                body: passage.body,
+            })
+        })
+        .collect();
     hits.sort_by(|a, b| rank::ranking_order((a.score, a.source_id), (b.score, b.source_id)));
     hits.truncate(limit);
     Ok(hits)
@@ -149,4 +228,5 @@ pub mod testing {
     pub use crate::postings::{Posting, decode};
     pub use crate::rank::{MAX_TERMS, Ranked, rank};
     pub use crate::store::terms::{Vocabulary, vocabulary};
+    pub use crate::vectors::Block;
 }

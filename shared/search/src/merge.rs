@@ -21,13 +21,15 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
-use sqlx::{Connection, PgPool};
+use sqlx::{Connection, PgConnection, PgPool};
 use svc_ids::{AgentId, RevisionId};
 
 use crate::Language;
 use crate::error::{Error, Result};
 use crate::postings::{self, Posting};
 use crate::store::segments::{self as store, Backlog, Document, Segment};
+use crate::store::vectors as vector_store;
+use crate::vectors::Block;
 
 /// Fresh documents an Agent may have before a merge: ranking reads each
 /// one's row of a word, so this bounds those rows.
@@ -213,6 +215,8 @@ pub async fn merge(pool: &PgPool, agent: AgentId, purge: bool) -> Result<Option<
         if !lexemes.is_empty() {
             store::write_segment_terms(&mut tx, agent, language, into, &lexemes, &passages, &encoded).await?;
         }
+        let kept_numbers: HashSet<i64> = kept.iter().map(|d| d.number).collect();
+        carry_vectors(&mut tx, &chosen, &numbers, into, &dropped, &kept_numbers).await?;
         let dropped: Vec<i64> = dropped.into_iter().collect();
         store::drop_documents(&mut tx, &dropped).await?;
         let sizes = kept.iter().fold((0i64, 0i64), |(p, t), d| (p + i64::from(d.passages), t + d.tokens));
@@ -224,6 +228,39 @@ pub async fn merge(pool: &PgPool, agent: AgentId, purge: bool) -> Result<Option<
     }
     tx.commit().await?;
     Ok(Some(merged))
+}
+
+/// Carries the vectors of segments `from` and fresh documents `fresh` into
+/// segment `into`'s blocks, model by model, leaving `dropped` documents out;
+/// the fresh documents' own blocks go (the old segments' go with them).
+///
+/// A block is written only if it holds every `kept` document: a block of a
+/// model is complete or absent, never partial, so a segment without one is
+/// what the sweep embeds anew (`crate::embed_due`). A merge during a change
+/// of model (documents of both models) leaves its segment answering by words
+/// until then.
+async fn carry_vectors(
+    tx: &mut PgConnection,
+    from: &[i64],
+    fresh: &[i64],
+    into: i64,
+    dropped: &HashSet<i64>,
+    kept: &HashSet<i64>,
+) -> Result<()> {
+    let mut by_model: BTreeMap<String, Vec<Block>> = BTreeMap::new();
+    for (segment, key, model, bytes) in vector_store::all_blocks(tx, from, fresh).await? {
+        let block = Block::from_bytes(&bytes)?;
+        by_model.entry(model).or_default().push(if segment { block } else { block.renumbered(key) });
+    }
+    for (model, blocks) in by_model {
+        if let Some(merged) = Block::merged(blocks.iter(), dropped)?
+            && merged.numbers().collect::<HashSet<_>>() == *kept
+        {
+            vector_store::write_segment(tx, into, &model, &merged.to_bytes()).await?;
+        }
+    }
+    vector_store::drop_documents(tx, fresh).await?;
+    Ok(())
 }
 
 /// Every word's postings from the segments and fresh documents merged,

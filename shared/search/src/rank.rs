@@ -55,12 +55,43 @@ pub async fn rank(
     vocabulary: &Vocabulary,
     limit: usize,
 ) -> Result<Vec<Ranked>> {
+    let lexical = candidates(conn, agent, language, vocabulary, limit).await?;
+    let numbers: Vec<i64> = lexical.passages.iter().map(|c| c.0).collect();
+    let documents: HashMap<i64, (RevisionId, SourceId)> = store::documents(conn, &numbers)
+        .await?
+        .into_iter()
+        .map(|(number, of)| (number, (of.revision, of.source)))
+        .collect();
+    Ok(best(&lexical.passages, &documents, limit))
+}
+
+/// What the lexical side found for a question in one language.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Lexical {
+    /// The best passage of each of the best documents (and every one tied
+    /// with the last): (document, ordinal, BM25F score).
+    pub passages: Vec<(i64, i32, f64)>,
+    /// What a passage would score holding each of the question's chosen
+    /// words without end (each word's limit, idf × (k1 + 1)), summed: the
+    /// scale a score's strength is judged on.
+    pub ceiling: f64,
+}
+
+/// The best passage of each of the best `limit` documents for the first
+/// (rarest) [`MAX_TERMS`] terms of `vocabulary` (see [`rank`]).
+pub async fn candidates(
+    conn: &mut PgConnection,
+    agent: AgentId,
+    language: Language,
+    vocabulary: &Vocabulary,
+    limit: usize,
+) -> Result<Lexical> {
     // The rarest MAX_TERMS words by their exact frequencies. The counts read
     // include masked documents' passages, at most `masked_passages` too many:
     // every word that could be among the rarest is read, then they are chosen.
     let terms = &vocabulary.terms;
     if terms.is_empty() {
-        return Ok(Vec::new());
+        return Ok(Lexical::default());
     }
     let excess = vocabulary.masked_passages;
     let mut read = terms.len().min(MAX_TERMS);
@@ -88,18 +119,13 @@ pub async fn rank(
         read = (read + MAX_TERMS).min(terms.len());
     };
     let mut scores = Scores::default();
+    let mut ceiling = 0.0;
     for i in chosen {
         let idf = vocabulary.idf(held[i].len() as f64);
+        ceiling += idf * (WEIGHTS.k1 + 1.0);
         scores.add(&held[i], idf, vocabulary.mean_length.max(1.0));
     }
-    let candidates = scores.candidates(limit);
-    let numbers: Vec<i64> = candidates.iter().map(|c| c.0).collect();
-    let documents: HashMap<i64, (RevisionId, SourceId)> = store::documents(conn, &numbers)
-        .await?
-        .into_iter()
-        .map(|(number, revision, source)| (number, (revision, source)))
-        .collect();
-    Ok(best(&candidates, &documents, limit))
+    Ok(Lexical { passages: scores.candidates(limit), ceiling })
 }
 
 /// Each word's postings in the Agent's segments and fresh documents of
@@ -199,7 +225,11 @@ impl Scores {
 
 /// The best passage of each of the best `limit` sources, from the candidates
 /// of [`Scores::candidates`] and their documents' revisions and sources.
-fn best(candidates: &[(i64, i32, f64)], documents: &HashMap<i64, (RevisionId, SourceId)>, limit: usize) -> Vec<Ranked> {
+pub(crate) fn best(
+    candidates: &[(i64, i32, f64)],
+    documents: &HashMap<i64, (RevisionId, SourceId)>,
+    limit: usize,
+) -> Vec<Ranked> {
     let mut best: HashMap<SourceId, Ranked> = HashMap::new();
     for (document, ordinal, score) in candidates {
         let Some((revision_id, source_id)) = documents.get(document) else { continue };

@@ -1,13 +1,7 @@
 //! An OpenAI-compatible chat-completions endpoint that writes answers from the
-//! retrieved passages (`SVC_LLM_BASE_URL`, `SVC_LLM_MODEL`, `SVC_LLM_API_KEY`).
+//! retrieved passages (`SVC_LLM_BASE_URL`, `SVC_LLM_MODEL`, `SVC_LLM_API_KEY`;
+//! see [`crate::openai`]).
 
-use std::time::Duration;
-
-use http_body_util::{BodyExt, Full};
-use hyper::body::Bytes;
-use hyper_util::client::legacy::Client;
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::rt::TokioExecutor;
 use serde_json::{Value, json};
 use svc_contract::resources::Language;
 use svc_contract::{Problem, ProblemCode};
@@ -15,107 +9,35 @@ use svc_contract::{Problem, ProblemCode};
 use super::Found;
 use super::Speaker;
 use crate::error::Result;
+use crate::openai::{Endpoint, EndpointConfig};
 
-/// Where the model is.
-#[derive(Clone)]
-pub struct LlmConfig {
-    /// Up to `/v1` (or wherever `chat/completions` lives), without a trailing slash.
-    pub base_url: String,
-    pub model: String,
-    /// Sent as a bearer token; never logged.
-    pub api_key: Option<String>,
-    /// Longest wait for one attempt.
-    pub timeout: Duration,
-}
-
-impl std::fmt::Debug for LlmConfig {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("LlmConfig")
-            .field("base_url", &self.base_url)
-            .field("model", &self.model)
-            .finish_non_exhaustive()
-    }
-}
-
-type HttpsClient = Client<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>;
-
+/// The answer model.
 pub struct Llm {
-    config: LlmConfig,
-    client: HttpsClient,
-}
-
-/// Why an attempt failed, and whether another may succeed.
-struct Failed {
-    retry: bool,
-    reason: String,
+    endpoint: Endpoint,
 }
 
 impl Llm {
-    pub fn new(mut config: LlmConfig) -> Result<Self, String> {
-        while config.base_url.ends_with('/') {
-            config.base_url.pop();
-        }
-        let connector = hyper_rustls::HttpsConnectorBuilder::new()
-            .with_native_roots()
-            .map_err(|e| format!("no TLS root certificates: {e}"))?
-            .https_or_http()
-            .enable_http1()
-            .build();
-        Ok(Self { config, client: Client::builder(TokioExecutor::new()).build(connector) })
+    pub fn new(config: EndpointConfig) -> Result<Self, String> {
+        Ok(Self { endpoint: Endpoint::new(config)? })
     }
 
     /// The model's answer from `found`, in the Agent's language, following its
-    /// instructions at its temperature. Two attempts at most (a timeout, a
-    /// transport failure, a 429 or 5xx is tried again once); then
-    /// `processing_failed`.
+    /// instructions at its temperature (two attempts at most, see
+    /// [`Endpoint::post`]); else `processing_failed`.
     pub async fn answer(&self, speaker: &Speaker, question: &str, found: &[Found]) -> Result<String> {
-        let body = request(&self.config.model, speaker, question, found).to_string();
-        for attempt in 0..2 {
-            match self.attempt(&body).await {
-                Ok(text) => return Ok(text),
-                Err(failed) => {
-                    // The cause is the operator's to read, never the caller's.
-                    tracing::warn!(attempt, reason = %failed.reason, "the language model did not answer");
-                    if !failed.retry {
-                        break;
-                    }
-                }
+        let body = request(self.endpoint.model(), speaker, question, found);
+        let read = |reply: Value| {
+            let text = reply.pointer("/choices/0/message/content").and_then(Value::as_str).map(str::trim);
+            match text {
+                Some(text) if !text.is_empty() => Ok(text.to_owned()),
+                _ => Err("no choices[0].message.content".to_owned()),
             }
-        }
-        Err(Problem::new(ProblemCode::ProcessingFailed, "The language model did not answer; try again shortly.")
-            .with_detail("reason", "model_unavailable")
-            .into())
-    }
-
-    async fn attempt(&self, body: &str) -> Result<String, Failed> {
-        let fail = |retry: bool, reason: String| Failed { retry, reason };
-        let mut request = hyper::Request::post(format!("{}/chat/completions", self.config.base_url))
-            .header("content-type", "application/json");
-        if let Some(key) = &self.config.api_key {
-            request = request.header("authorization", format!("Bearer {key}"));
-        }
-        let request = request
-            .body(Full::new(Bytes::from(body.to_owned())))
-            .map_err(|e| fail(false, format!("bad request: {e}")))?;
-        let exchange = async {
-            let response = self.client.request(request).await.map_err(|e| fail(true, format!("transport: {e}")))?;
-            let status = response.status();
-            let bytes = response.into_body().collect().await.map_err(|e| fail(true, format!("body: {e}")))?.to_bytes();
-            Ok::<_, Failed>((status, bytes))
         };
-        let (status, bytes) = tokio::time::timeout(self.config.timeout, exchange)
-            .await
-            .map_err(|_| fail(true, format!("no answer within {:?}", self.config.timeout)))??;
-        if !status.is_success() {
-            let retry = status.as_u16() == 429 || status.is_server_error();
-            return Err(fail(retry, format!("status {status}")));
-        }
-        let reply: Value = serde_json::from_slice(&bytes).map_err(|e| fail(false, format!("not JSON: {e}")))?;
-        let text = reply.pointer("/choices/0/message/content").and_then(Value::as_str).map(str::trim).unwrap_or("");
-        if text.is_empty() {
-            return Err(fail(false, "no choices[0].message.content".into()));
-        }
-        Ok(text.to_owned())
+        self.endpoint.post("chat/completions", &body, read).await.map_err(|_| {
+            Problem::new(ProblemCode::ProcessingFailed, "The language model did not answer; try again shortly.")
+                .with_detail("reason", "model_unavailable")
+                .into()
+        })
     }
 }
 
@@ -172,7 +94,6 @@ mod tests {
             uri: "kb/returns.md".into(),
             heading: Some("Refunds".into()),
             body: "Refunds reach your card within five days.".into(),
-            snippet: String::new(),
         }]
     }
 
@@ -187,7 +108,7 @@ mod tests {
     }
 
     fn llm(base_url: &str, timeout: Duration) -> Llm {
-        Llm::new(LlmConfig {
+        Llm::new(EndpointConfig {
             base_url: format!("{base_url}/"),
             model: "stand-in-1".into(),
             api_key: Some("sk-test".into()),

@@ -1,12 +1,14 @@
 //! The answer engine: what Public Chat, the Widget and `widget.verify` answer.
 //!
 //! Retrieval is the Agent's index's (`svc_search::search`): the best passage
-//! of each of the best sources (at most [`MAX_SOURCES`]). Then either an
+//! of each of the best sources (at most [`MAX_SOURCES`]), by the question's
+//! words and its meaning, fused. Then either an
 //! OpenAI-compatible model answers from those passages (when `SVC_LLM_*` is
 //! set), or an extractive answer quotes them, naming their titles. With
 //! nothing found, a short "I don't know yet" in the Agent's language.
 
 mod llm;
+mod quote;
 mod text;
 
 use std::collections::HashMap;
@@ -15,8 +17,9 @@ use std::time::Instant;
 use sqlx::{PgConnection, PgPool};
 use svc_contract::resources::Language;
 
-pub use llm::{Llm, LlmConfig};
+pub use llm::Llm;
 
+use crate::embeddings::Models;
 use crate::error::Result;
 use crate::ids::{AgentId, RevisionId, SourceId};
 use crate::store::{self};
@@ -63,13 +66,33 @@ pub struct Found {
     pub uri: String,
     pub heading: Option<String>,
     pub body: String,
-    pub snippet: String,
+}
+
+/// What a process searches questions by besides their words: its model, and
+/// the Agents' vectors it keeps (bounded, `SVC_VECTOR_CACHE_MB`).
+pub struct Meaning {
+    pub models: Models,
+    pub cache: svc_search::Cache,
+}
+
+impl Meaning {
+    /// `models`, keeping up to `max_bytes` of vectors.
+    pub fn new(models: Models, max_bytes: usize) -> Self {
+        Self { models, cache: svc_search::Cache::new(max_bytes) }
+    }
 }
 
 /// The best passages for `question`, best first, one per source (at most
-/// [`MAX_SOURCES`]), with what shows where each came from.
-pub async fn retrieve(conn: &mut PgConnection, agent: AgentId, question: &str) -> Result<Vec<Found>> {
-    let hits = svc_search::search(conn, agent, question, MAX_SOURCES).await?;
+/// [`MAX_SOURCES`]), with what shows where each came from: by the question's
+/// words and, with `meaning`, by its meaning too.
+pub async fn retrieve(
+    conn: &mut PgConnection,
+    meaning: Option<&Meaning>,
+    agent: AgentId,
+    question: &str,
+) -> Result<Vec<Found>> {
+    let meaning = meaning.map(|m| svc_search::Meaning { questions: &m.models, cache: &m.cache });
+    let hits = svc_search::search(conn, agent, question, meaning, MAX_SOURCES).await?;
     let revisions: Vec<RevisionId> = hits.iter().map(|h| h.revision_id).collect();
     let cited: HashMap<RevisionId, (String, String)> = store::knowledge::citations(conn, &revisions)
         .await?
@@ -88,7 +111,6 @@ pub async fn retrieve(conn: &mut PgConnection, agent: AgentId, question: &str) -
                 uri,
                 heading: hit.heading,
                 body: hit.body,
-                snippet: hit.snippet,
             })
         })
         .collect())
@@ -96,11 +118,17 @@ pub async fn retrieve(conn: &mut PgConnection, agent: AgentId, question: &str) -
 
 /// Answers `question` for `speaker`: retrieval on a pooled connection that is
 /// returned before a model is asked, so a slow model holds no connection.
-pub async fn answer(pool: &PgPool, llm: Option<&Llm>, speaker: &Speaker, question: &str) -> Result<Answer> {
+pub async fn answer(
+    pool: &PgPool,
+    llm: Option<&Llm>,
+    meaning: Option<&Meaning>,
+    speaker: &Speaker,
+    question: &str,
+) -> Result<Answer> {
     let started = Instant::now();
     let found = {
         let mut conn = crate::runtime::connection(pool).await?;
-        retrieve(&mut conn, speaker.id, question).await?
+        retrieve(&mut conn, meaning, speaker.id, question).await?
     };
     let retrieval = started.elapsed();
     let sources: Vec<Source> =
@@ -108,7 +136,41 @@ pub async fn answer(pool: &PgPool, llm: Option<&Llm>, speaker: &Speaker, questio
     let text = match (found.is_empty(), llm) {
         (true, _) => text::dont_know(speaker.language).to_owned(),
         (false, Some(llm)) => llm.answer(speaker, question, &found).await?,
-        (false, None) => text::extractive(speaker.language, &found),
+        (false, None) => {
+            let quotes = quotes(meaning, question, &found[..found.len().min(QUOTED)]).await;
+            let quoted: Vec<(&str, String)> = found.iter().map(|f| f.title.as_str()).zip(quotes).collect();
+            text::extractive(speaker.language, &quoted)
+        }
     };
     Ok(Answer { text, sources, retrieval })
+}
+
+/// Passages quoted in an extractive answer, at most.
+const QUOTED: usize = 2;
+
+/// What an extractive answer quotes of each of `found`: its sentences that
+/// answer `question` best ([`quote`]), scored by the question's words and,
+/// with `meaning`, by closeness in meaning (one call embeds the question and
+/// every sentence; if it fails, words alone decide).
+async fn quotes(meaning: Option<&Meaning>, question: &str, found: &[Found]) -> Vec<String> {
+    let words = quote::content_words(question);
+    let split: Vec<Vec<&str>> = found.iter().map(|f| quote::sentences(&f.body)).collect();
+    let mut scores: Vec<Vec<f32>> =
+        split.iter().map(|sentences| sentences.iter().map(|s| quote::overlap(&words, s) as f32).collect()).collect();
+    if let Some(embeddings) = meaning.and_then(|m| m.models.primary()) {
+        let texts: Vec<String> =
+            std::iter::once(question).chain(split.iter().flatten().copied()).map(str::to_owned).collect();
+        if let Ok(vectors) = embeddings.vectors(&texts).await
+            && let Some((asked, sentences)) = vectors.split_first()
+        {
+            let mut sentences = sentences.iter();
+            for score in scores.iter_mut().flatten() {
+                if let Some(sentence) = sentences.next() {
+                    // Below one: a word in common counts for more than closeness.
+                    *score += 0.9 * asked.iter().zip(sentence).map(|(a, b)| a * b).sum::<f32>();
+                }
+            }
+        }
+    }
+    split.iter().zip(&scores).map(|(sentences, scores)| quote::quote(sentences, scores)).collect()
 }

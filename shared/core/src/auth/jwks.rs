@@ -9,9 +9,6 @@ use std::time::{Duration, Instant};
 
 use http_body_util::{BodyExt, Empty, Limited};
 use hyper::body::Bytes;
-use hyper_util::client::legacy::Client;
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::rt::TokioExecutor;
 use jsonwebtoken::jwk::{AlgorithmParameters, EllipticCurve, Jwk, JwkSet, KeyAlgorithm};
 use jsonwebtoken::{Algorithm, DecodingKey};
 use serde_json::Value;
@@ -93,7 +90,7 @@ enum Source {
     },
 }
 
-type HttpClient = Client<hyper_rustls::HttpsConnector<HttpConnector>, Empty<Bytes>>;
+type HttpClient = crate::https::HttpsClient<Empty<Bytes>>;
 
 /// The cached key set and how to refresh it.
 pub struct Jwks {
@@ -117,13 +114,7 @@ impl Jwks {
                 (Source::File(path.clone()), keys, Some(Instant::now()))
             }
             JwksSource::Discovery => {
-                let connector = hyper_rustls::HttpsConnectorBuilder::new()
-                    .with_native_roots()
-                    .map_err(|e| format!("no TLS root certificates: {e}"))?
-                    .https_or_http()
-                    .enable_http1()
-                    .build();
-                let client = Client::builder(TokioExecutor::new()).build(connector);
+                let client = crate::https::client()?;
                 (
                     Source::Discovery { issuer: issuer.trim_end_matches('/').to_owned(), client: Box::new(client) },
                     KeySet::default(),

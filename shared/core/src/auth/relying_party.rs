@@ -11,9 +11,6 @@ use base64::Engine;
 use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Bytes;
-use hyper_util::client::legacy::Client;
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::rt::TokioExecutor;
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
 use url::Url;
@@ -46,7 +43,7 @@ struct Endpoints {
     userinfo_endpoint: Option<String>,
 }
 
-type HttpClient = Client<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>;
+type HttpClient = crate::https::HttpsClient<Full<Bytes>>;
 
 pub struct RelyingParty {
     config: RelyingPartyConfig,
@@ -96,17 +93,11 @@ pub fn token_hash(token: &str) -> [u8; 32] {
 
 impl RelyingParty {
     pub fn new(config: RelyingPartyConfig) -> Result<Self, String> {
-        let connector = hyper_rustls::HttpsConnectorBuilder::new()
-            .with_native_roots()
-            .map_err(|e| format!("no TLS root certificates: {e}"))?
-            .https_or_http()
-            .enable_http1()
-            .build();
         let oidc =
             OidcConfig { issuer: config.issuer.clone(), audience: config.client_id.clone(), jwks: config.jwks.clone() };
         Ok(Self {
             id_tokens: JwtVerifier::new(&oidc)?,
-            client: Client::builder(TokioExecutor::new()).build(connector),
+            client: crate::https::client()?,
             endpoints: tokio::sync::OnceCell::new(),
             config,
         })

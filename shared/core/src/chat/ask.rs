@@ -80,7 +80,7 @@ pub async fn ask(
             }
         }
     };
-    match answers::answer(service.pool(), service.llm(), &speaker(public), question).await {
+    match answers::answer(service.pool(), service.llm(), service.meaning(), &speaker(public), question).await {
         Ok(answer) => Ok(Asked { conversation, answer }),
         Err(error) => {
             if new {

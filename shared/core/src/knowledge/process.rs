@@ -32,6 +32,7 @@ use sqlx::pool::PoolConnection;
 use sqlx::{Connection, PgConnection, PgPool, Postgres};
 
 use super::error_code;
+use crate::embeddings::Embeddings;
 use crate::entitlements::LimitKey;
 use crate::error::{Error, Result};
 use crate::ids::RevisionId;
@@ -55,6 +56,8 @@ pub struct Processing {
     pub choosing: Choosing,
     /// Told what became of attempts cut short before their caller saw them end.
     pub on_settled: OnSettled,
+    /// What embeds passages (`None`: vectors are off, answers go by words).
+    pub embeddings: Option<Arc<Embeddings>>,
 }
 
 /// What became of an attempt whose caller stopped waiting for it (its job
@@ -379,9 +382,31 @@ async fn attempt_once(attempt: &mut Attempt, material: Option<Material>) -> Resu
         .map(|p| title_words + p.heading.as_deref().map_or(0, svc_search::words) + svc_search::words(&p.body))
         .map(|n| i32::try_from(n).unwrap_or(i32::MAX))
         .collect();
-    let (headings, bodies) = split.into_iter().map(|p| (p.heading, p.body)).unzip();
+    let (headings, bodies): (Vec<Option<String>>, Vec<String>) = split.into_iter().map(|p| (p.heading, p.body)).unzip();
+    // Embedded before the promotion's transaction, which holds locks. A
+    // model endpoint that does not answer holds nothing up: the revision is
+    // promoted without vectors (it answers by its words) and the sweep embeds
+    // it later (`svc_search::embed_due`).
+    let vectors = match &attempt.embeddings {
+        Some(embeddings) => {
+            let texts: Vec<String> = headings
+                .iter()
+                .zip(&bodies)
+                .map(|(heading, body)| svc_search::passage_text(&material.title, heading.as_deref(), body))
+                .collect();
+            match svc_search::embed_passages(&**embeddings, &texts).await {
+                Ok(vectors) => Some((embeddings.clone(), vectors)),
+                Err(error) => {
+                    tracing::warn!(%revision, %error, "could not embed the passages; promoted without vectors");
+                    None
+                }
+            }
+        }
+        None => None,
+    };
+    let passages = Written { headings, bodies, words, vectors };
     let owner = attempt.owner.clone();
-    let promotion = promote(attempt.conn().await?, revision, &owner, &material, headings, bodies, words).await?;
+    let promotion = promote(attempt.conn().await?, revision, &owner, &material, passages).await?;
     match promotion {
         Promotion::Done(backlog) => {
             // Housekeeping of the Agent's index, after the commit: the
@@ -411,6 +436,15 @@ enum Promotion {
     Superseded,
 }
 
+/// A revision's passages as the index takes them.
+struct Written {
+    headings: Vec<Option<String>>,
+    bodies: Vec<String>,
+    words: Vec<i32>,
+    /// Their vectors, and the model that made them.
+    vectors: Option<(Arc<Embeddings>, Vec<svc_embed::Quantized>)>,
+}
+
 /// Writes the passages and promotes the revision, all in one transaction. Locks
 /// follow the store's order: the source, then revisions, and the Workspace's
 /// usage row last, only when a replaced revision frees bytes: a first revision
@@ -421,10 +455,9 @@ async fn promote(
     revision: RevisionId,
     owner: &str,
     material: &Material,
-    headings: Vec<Option<String>>,
-    bodies: Vec<String>,
-    words: Vec<i32>,
+    written: Written,
 ) -> Result<Promotion> {
+    let (model, vectors) = written.vectors.unzip();
     let mut tx = conn.begin().await?;
     let passages = svc_search::Passages {
         revision,
@@ -432,9 +465,13 @@ async fn promote(
         agent: material.agent_id,
         language: material.language.into(),
         title: &material.title,
-        headings,
-        bodies,
-        words,
+        headings: written.headings,
+        bodies: written.bodies,
+        words: written.words,
+        vectors: model
+            .as_ref()
+            .zip(vectors)
+            .map(|(model, vectors)| svc_search::Embedded { model: model.id(), vectors }),
     };
     let indexed = svc_search::index(&mut tx, &passages).await?;
     if indexed.passages == 0 {
@@ -510,6 +547,7 @@ struct Attempt {
     conn: Option<PoolConnection<Postgres>>,
     armed: bool,
     on_settled: OnSettled,
+    embeddings: Option<Arc<Embeddings>>,
 }
 
 impl Attempt {
@@ -526,6 +564,7 @@ impl Attempt {
             conn,
             armed: true,
             on_settled: processing.on_settled.clone(),
+            embeddings: processing.embeddings.clone(),
         }
     }
 

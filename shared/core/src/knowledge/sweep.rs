@@ -19,11 +19,13 @@
 //! requeueing and merging each check what they change); the lease only saves
 //! the work twice.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use sqlx::PgPool;
 
 use super::{error_code, process};
+use crate::embeddings::Embeddings;
 use crate::error::Result;
 use crate::jobs::{Job, Queue};
 use crate::lease::Renewal;
@@ -48,6 +50,9 @@ pub struct Sweep {
     /// How long Redis keeps a finished job's record (for inspection) before
     /// the sweep drops it.
     pub keep_finished: Duration,
+    /// The workers' model: Agents that answer with another (or whose
+    /// documents lack its vectors) are embedded anew with it, a few per sweep.
+    pub embeddings: Option<Arc<Embeddings>>,
 }
 
 /// What one sweep did.
@@ -60,10 +65,17 @@ pub struct Swept {
     pub purged: u64,
     /// Finished jobs whose records were dropped from Redis.
     pub vacuumed: u64,
+    /// Agents embedded anew with the workers' model.
+    pub embedded: usize,
 }
 
 /// Revisions handled per statement.
 const BATCH: i64 = 500;
+
+/// Agents embedded anew per sweep (each a few seconds at 100,000 passages
+/// with the static model): a change of model goes through the Agents in the
+/// background while the sweep's other work keeps its pace.
+const EMBEDDED_PER_SWEEP: i64 = 2;
 
 /// Sweeps once, unless another process is sweeping.
 pub async fn sweep(pool: &PgPool, queue: Option<&Queue>, settings: &Sweep) -> Result<Swept> {
@@ -80,7 +92,7 @@ pub async fn sweep(pool: &PgPool, queue: Option<&Queue>, settings: &Sweep) -> Re
     let renewal = Renewal::keep(
         format!("{NAME} {holder}"),
         LEASE,
-        std::sync::Arc::new(move || {
+        Arc::new(move || {
             let (pool, holder) = (renewing.clone(), holder.clone());
             Box::pin(async move {
                 let mut conn = crate::runtime::connection(&pool).await?;
@@ -140,6 +152,9 @@ async fn sweep_held(pool: &PgPool, queue: Option<&Queue>, settings: &Sweep) -> R
     // Agents whose index a promotion left unmerged (another merge of it ran
     // then), or masked by deletes.
     svc_search::maintain_due(pool, 16).await?;
+    if let Some(embeddings) = &settings.embeddings {
+        swept.embedded = svc_search::embed_due(pool, &**embeddings, EMBEDDED_PER_SWEEP).await?;
+    }
     swept.purged = crate::housekeeping::purge_idempotency_records(pool).await?;
     if let Some(queue) = queue {
         // Housekeeping only: the work above is done whatever becomes of it.

@@ -81,6 +81,10 @@ pub async fn drop_agent(conn: &mut PgConnection, agent: AgentId) -> sqlx::Result
     .await?;
     lock_merge(conn, agent).await?;
     sqlx::query!("DELETE FROM knowledge_terms WHERE agent_id = $1", agent as AgentId).execute(&mut *conn).await?;
+    sqlx::query!("DELETE FROM knowledge_vector_models WHERE agent_id = $1", agent as AgentId)
+        .execute(&mut *conn)
+        .await?;
+    // Their vectors go with the documents and segments (ON DELETE CASCADE).
     drop_index_of(conn, agent).await
 }
 

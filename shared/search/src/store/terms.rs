@@ -20,6 +20,15 @@ pub struct Passages<'a> {
     pub bodies: Vec<String>,
     /// Words of each passage, title and heading included: its length for BM25.
     pub words: Vec<i32>,
+    /// Each passage's vector (of [`crate::passage_text`]), and the model that
+    /// made them; `None` when vectors are off.
+    pub vectors: Option<Embedded<'a>>,
+}
+
+/// Passages' vectors and the model that made them.
+pub struct Embedded<'a> {
+    pub model: &'a str,
+    pub vectors: Vec<svc_embed::Quantized>,
 }
 
 /// What [`index`] wrote, and the Agent's merge backlog beside it.
@@ -38,10 +47,15 @@ pub struct Indexed {
 /// body), and their term counts. Counts the Agent's merge backlog in the same
 /// statement (what the merge after the promotion starts from, one round trip
 /// fewer per promotion): the fresh documents, this one included, and masks,
-/// as this statement's snapshot sees them.
+/// as this statement's snapshot sees them. Writes the passages' vectors as the
+/// document's block, and for an Agent with no document yet (a new one, or one
+/// emptied), makes their model the one it answers with (an Agent that has some is embedded anew by the
+/// sweep when its model is not the worker's: `crate::embed_due`).
 #[tracing::instrument(level = "debug", skip(conn, passages), fields(revision = %passages.revision, n = passages.bodies.len()))]
 pub async fn index(conn: &mut PgConnection, passages: &Passages<'_>) -> sqlx::Result<Indexed> {
     let config = passages.language.search_config();
+    let model = passages.vectors.as_ref().map(|v| v.model);
+    let block = passages.vectors.as_ref().map(|v| crate::vectors::Block::single(&v.vectors).to_bytes());
     // One statement: the passages, their term counts (read from each
     // passage's tsvector as it goes in; the tsvector is not stored, an empty
     // one stands in for it, migration 0025) and the revision as a fresh
@@ -76,8 +90,17 @@ pub async fn index(conn: &mut PgConnection, passages: &Passages<'_>) -> sqlx::Re
                    coalesce(sum(tokens), 0)::bigint AS tokens
             FROM input
         ), document AS (
-            INSERT INTO knowledge_documents (revision_id, source_id, agent_id, language, passages, tokens)
-            SELECT $1, $3, $2, $4, least(passages, 2147483647)::integer, tokens FROM sizes
+            INSERT INTO knowledge_documents (revision_id, source_id, agent_id, language, passages, tokens, title)
+            SELECT $1, $3, $2, $4, least(passages, 2147483647)::integer, tokens, $6 FROM sizes
+            RETURNING number
+        ), vectors AS (
+            INSERT INTO knowledge_document_vectors (number, model, vectors)
+            SELECT number, $10, $11 FROM document WHERE $11::bytea IS NOT NULL
+        ), first_model AS (
+            INSERT INTO knowledge_vector_models (agent_id, model)
+            SELECT $2, $10 WHERE $10::text IS NOT NULL
+              AND NOT EXISTS (SELECT 1 FROM knowledge_documents WHERE agent_id = $2)
+            ON CONFLICT (agent_id) DO UPDATE SET model = EXCLUDED.model
         )
         SELECT passages AS "passages!", tokens AS "tokens!",
                (SELECT count(*) FROM knowledge_documents WHERE agent_id = $2 AND segment_id IS NULL) + 1 AS "fresh!",
@@ -93,6 +116,8 @@ pub async fn index(conn: &mut PgConnection, passages: &Passages<'_>) -> sqlx::Re
         &passages.headings as &[Option<String>],
         &passages.bodies,
         &passages.words,
+        model,
+        block.as_deref(),
     )
     .fetch_one(&mut *conn)
     .await?;
@@ -280,54 +305,52 @@ pub fn postings<'a>(
     .fetch(conn)
 }
 
-/// The revisions and sources of documents, by number.
+/// A document's revision, source and language.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Of {
+    pub revision: RevisionId,
+    pub source: SourceId,
+    pub language: Language,
+}
+
+/// The revisions, sources and languages of documents, by number.
 #[tracing::instrument(level = "debug", skip(conn, numbers), fields(n = numbers.len()))]
-pub async fn documents(conn: &mut PgConnection, numbers: &[i64]) -> sqlx::Result<Vec<(i64, RevisionId, SourceId)>> {
+pub async fn documents(conn: &mut PgConnection, numbers: &[i64]) -> sqlx::Result<Vec<(i64, Of)>> {
     let rows = sqlx::query!(
         r#"
-        SELECT number, revision_id AS "revision_id: RevisionId", source_id AS "source_id: SourceId"
+        SELECT number, revision_id AS "revision_id: RevisionId", source_id AS "source_id: SourceId",
+               language AS "language: Language"
         FROM knowledge_documents WHERE number = ANY($1)
         "#,
         numbers,
     )
     .fetch_all(conn)
     .await?;
-    Ok(rows.into_iter().map(|r| (r.number, r.revision_id, r.source_id)).collect())
+    Ok(rows
+        .into_iter()
+        .map(|r| (r.number, Of { revision: r.revision_id, source: r.source_id, language: r.language }))
+        .collect())
 }
 
-/// A ranked passage's text, with a snippet around the question's words.
+/// A ranked passage's text.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Shown {
     pub revision_id: RevisionId,
     pub ordinal: i32,
     pub heading: Option<String>,
     pub body: String,
-    pub snippet: String,
 }
 
-/// The text of passages (`revisions` and `ordinals` aligned), and a snippet of
-/// each around the question's words.
-#[tracing::instrument(level = "debug", skip(conn, question, revisions, ordinals), fields(n = ordinals.len()))]
-pub async fn shown(
-    conn: &mut PgConnection,
-    language: Language,
-    question: &str,
-    revisions: &[Uuid],
-    ordinals: &[i32],
-) -> sqlx::Result<Vec<Shown>> {
+/// The text of passages (`revisions` and `ordinals` aligned).
+#[tracing::instrument(level = "debug", skip(conn, revisions, ordinals), fields(n = ordinals.len()))]
+pub async fn shown(conn: &mut PgConnection, revisions: &[Uuid], ordinals: &[i32]) -> sqlx::Result<Vec<Shown>> {
     sqlx::query_as!(
         Shown,
         r#"
-        SELECT p.revision_id AS "revision_id: RevisionId", p.ordinal, p.heading, p.body,
-               ts_headline($1::regconfig, p.body,
-                           replace(plainto_tsquery($1::regconfig, $2)::text, ' & ', ' | ')::tsquery,
-                           'MaxFragments=2, MinWords=12, MaxWords=40, StartSel="", StopSel="", FragmentDelimiter=" … "')
-                   AS "snippet!"
-        FROM unnest($3::uuid[], $4::int[]) AS w(revision_id, ordinal)
+        SELECT p.revision_id AS "revision_id: RevisionId", p.ordinal, p.heading, p.body
+        FROM unnest($1::uuid[], $2::int[]) AS w(revision_id, ordinal)
         JOIN knowledge_passages p ON p.revision_id = w.revision_id AND p.ordinal = w.ordinal
         "#,
-        language.search_config() as &str,
-        question,
         revisions,
         ordinals,
     )

@@ -1,0 +1,113 @@
+//! An OpenAI-compatible endpoint (OpenAI, Ollama, vLLM, text-embeddings-
+//! inference, ...): where the answer model (`SVC_LLM_*`) and the embeddings
+//! model (`SVC_EMBEDDINGS_*`) are reached. One JSON POST, two attempts at
+//! most: a timeout, a transport failure, a 429 or a 5xx is tried once more;
+//! any other refusal is not.
+
+use std::time::Duration;
+
+use http_body_util::{BodyExt, Full};
+use hyper::body::Bytes;
+use serde_json::Value;
+
+use crate::https::HttpsClient;
+
+/// Where the model is.
+#[derive(Clone)]
+pub struct EndpointConfig {
+    /// Up to `/v1` (or wherever the endpoint's paths live), without a trailing slash.
+    pub base_url: String,
+    pub model: String,
+    /// Sent as a bearer token; never logged.
+    pub api_key: Option<String>,
+    /// Longest wait for one attempt.
+    pub timeout: Duration,
+}
+
+impl std::fmt::Debug for EndpointConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EndpointConfig")
+            .field("base_url", &self.base_url)
+            .field("model", &self.model)
+            .finish_non_exhaustive()
+    }
+}
+
+pub struct Endpoint {
+    config: EndpointConfig,
+    client: HttpsClient<Full<Bytes>>,
+}
+
+/// Why an attempt failed, and whether another may succeed.
+struct Failed {
+    retry: bool,
+    reason: String,
+}
+
+impl Endpoint {
+    pub fn new(mut config: EndpointConfig) -> Result<Self, String> {
+        while config.base_url.ends_with('/') {
+            config.base_url.pop();
+        }
+        Ok(Self { config, client: crate::https::client()? })
+    }
+
+    pub fn model(&self) -> &str {
+        &self.config.model
+    }
+
+    /// POSTs `body` to `{base_url}/{path}` and returns the JSON reply that
+    /// `read` accepts (`read` says what is missing otherwise). The reason of
+    /// a failure is logged for the operator and returned; it is never the
+    /// caller's to read.
+    pub async fn post<T>(
+        &self,
+        path: &str,
+        body: &Value,
+        read: impl Fn(Value) -> Result<T, String>,
+    ) -> Result<T, String> {
+        let body = Bytes::from(body.to_string());
+        let mut reason = String::new();
+        for attempt in 0..2 {
+            match self
+                .attempt(path, body.clone())
+                .await
+                .and_then(|reply| read(reply).map_err(|reason| Failed { retry: false, reason }))
+            {
+                Ok(value) => return Ok(value),
+                Err(failed) => {
+                    tracing::warn!(attempt, path, model = %self.config.model, reason = %failed.reason, "the model endpoint did not answer");
+                    reason = failed.reason;
+                    if !failed.retry {
+                        break;
+                    }
+                }
+            }
+        }
+        Err(reason)
+    }
+
+    async fn attempt(&self, path: &str, body: Bytes) -> Result<Value, Failed> {
+        let fail = |retry: bool, reason: String| Failed { retry, reason };
+        let mut request =
+            hyper::Request::post(format!("{}/{path}", self.config.base_url)).header("content-type", "application/json");
+        if let Some(key) = &self.config.api_key {
+            request = request.header("authorization", format!("Bearer {key}"));
+        }
+        let request = request.body(Full::new(body)).map_err(|e| fail(false, format!("bad request: {e}")))?;
+        let exchange = async {
+            let response = self.client.request(request).await.map_err(|e| fail(true, format!("transport: {e}")))?;
+            let status = response.status();
+            let bytes = response.into_body().collect().await.map_err(|e| fail(true, format!("body: {e}")))?.to_bytes();
+            Ok::<_, Failed>((status, bytes))
+        };
+        let (status, bytes) = tokio::time::timeout(self.config.timeout, exchange)
+            .await
+            .map_err(|_| fail(true, format!("no answer within {:?}", self.config.timeout)))??;
+        if !status.is_success() {
+            let retry = status.as_u16() == 429 || status.is_server_error();
+            return Err(fail(retry, format!("status {status}")));
+        }
+        serde_json::from_slice(&bytes).map_err(|e| fail(false, format!("not JSON: {e}")))
+    }
+}
