@@ -375,3 +375,61 @@ async fn shutdown_does_not_wait_for_idle_or_stalled_connections(pool: PgPool) {
     assert!(took < std::time::Duration::from_secs(20), "shutdown took {took:?} of a 60 s grace period");
     assert!(idle.closed().await && stalled.closed().await);
 }
+
+/// Runs `svc-api serve` and `svc-worker` with the embedding model in `dir`:
+/// both must stop at start; returns what each wrote on stderr.
+async fn refused_with_model(database: &str, dir: &std::path::Path) -> [String; 2] {
+    let dir = dir.to_str().expect("a UTF-8 path");
+    let namespace = svc_tests::stack::namespace();
+    let envs = [
+        ("DATABASE_URL", database),
+        ("SVC_EMBEDDINGS_MODEL_DIR", dir),
+        ("SVC_BIND", "127.0.0.1:0"),
+        ("SVC_WORKER_METRICS_BIND", "127.0.0.1:0"),
+        ("SVC_QUEUE_NAMESPACE", namespace.as_str()),
+    ];
+    let mut said = Vec::new();
+    for (binary, args) in [("svc-api", &["serve"][..]), ("svc-worker", &[][..])] {
+        let ran = tokio::time::timeout(std::time::Duration::from_secs(60), run(binary, args, &envs)).await;
+        let (status, _, stderr) = ran.unwrap_or_else(|_| panic!("{binary} started without its model"));
+        assert!(!status.success(), "{binary} started without its model");
+        said.push(stderr);
+    }
+    [said.remove(0), said.remove(0)]
+}
+
+/// A missing, truncated or altered model file stops both binaries at start,
+/// naming the file and the command that fetches it.
+#[sqlx::test(migrations = false)]
+async fn without_its_model_neither_binary_starts(pool: PgPool) {
+    let database = database_url(&pool);
+    assert!(run("svc-api", &["migrate"], &[("DATABASE_URL", &database)]).await.0.success());
+    let temp = svc_tests::TempDir::new("svc-model");
+    let dir = temp.path();
+    let model = dir.join("model.safetensors");
+    for stderr in refused_with_model(&database, dir).await {
+        assert!(stderr.contains(&format!("{}: missing; run scripts/fetch-model", model.display())), "{stderr}");
+    }
+    let fetched = svc_tests::model_dir();
+    std::fs::copy(fetched.join("tokenizer.json"), dir.join("tokenizer.json")).unwrap();
+    let bytes = std::fs::read(fetched.join("model.safetensors")).unwrap();
+    // Cut short, as an interrupted copy.
+    std::fs::write(&model, &bytes[..bytes.len() / 2]).unwrap();
+    for stderr in refused_with_model(&database, dir).await {
+        assert!(stderr.contains(&format!("{}: truncated", model.display())), "{stderr}");
+        assert!(stderr.contains("run scripts/fetch-model"), "{stderr}");
+    }
+    // Whole, but one weight altered.
+    let mut altered = bytes.clone();
+    let last = altered.len() - 1;
+    altered[last] ^= 0x01;
+    std::fs::write(&model, &altered).unwrap();
+    for stderr in refused_with_model(&database, dir).await {
+        assert!(stderr.contains(&format!("{}: SHA-256", model.display())), "{stderr}");
+        assert!(stderr.contains("is not the pinned"), "{stderr}");
+    }
+    // The model itself: both start (the worker's start is tested elsewhere).
+    std::fs::write(&model, &bytes).unwrap();
+    let (mut api, _) = serve_with(&database, &[("SVC_EMBEDDINGS_MODEL_DIR", dir.to_str().unwrap())]).await;
+    assert!(api.terminate().await.success());
+}

@@ -174,7 +174,11 @@ async fn the_readme_quick_start_runs_as_written(pool: PgPool) {
     assert!(stdout.contains("agt_"), "{stdout}");
     assert!(stdout.contains("\"Support\""), "{stdout}");
     assert!(stdout.contains(&format!("http://{bind}/chat/agt_")), "{stdout}");
-    assert!(stdout.contains("for a full refund.\""), "the answer quotes the Knowledge: {stdout}");
+    // The question shares no word with the Knowledge: it is found by meaning,
+    // and quoted whole.
+    let quoted =
+        "\"From “Refund policy”: Refunds: you can return any item within 30 days of delivery for a full refund.\"";
+    assert!(stdout.contains(quoted), "the answer quotes the Knowledge: {stdout}");
 
     // Run again, as a newcomer will: the same Agent and source, no error.
     let (again, stdout_again, stderr_again) = run_script(&dir, &script).await;
@@ -253,6 +257,11 @@ async fn the_readme_widget_and_operator_commands_run_as_written(pool: PgPool) {
     assert!(ok, "the Widget section failed:\nstdout:\n{stdout}\nstderr:\n{stderr}\nservice:\n{}", local.logs());
     assert!(stdout.contains(&format!("\"chat\": \"http://{bind}/chat/agt_")), "{stdout}");
     assert!(stdout.contains("\"packageName\": \"svc-widget-react\""), "{stdout}");
+    // The CLI's verify: a question in other words than the Knowledge's, answered.
+    assert!(
+        stdout.contains("Refunds: you can return any item within 30 days of delivery for a full refund."),
+        "{stdout}"
+    );
     let installed = site.join("node_modules/svc-widget-react/package.json");
     assert!(installed.exists(), "the tarball is installed in the site's folder: {stdout}\n{stderr}");
 
