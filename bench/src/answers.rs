@@ -426,6 +426,7 @@ async fn speed(options: &Options) -> anyhow::Result<()> {
     let cold = ask(&stack, &speaker, &questions, concurrency).await?;
     sqlx::query("ANALYZE").execute(&stack.pool).await?;
     let warm = ask(&stack, &speaker, &questions, concurrency).await?;
+    let kept = stack.meaning.as_ref().map(|m| m.cache.figures());
     stack.stop().await?;
     println!("| answers/s | {:.1} | {:.1} |", cold.rate, warm.rate);
     println!("| answers with sources | {} | {} |", cold.with_sources, warm.with_sources);
@@ -437,7 +438,33 @@ async fn speed(options: &Options) -> anyhow::Result<()> {
         "| retrieval p50 / p99 | {:.1} / {:.1} ms | {:.1} / {:.1} ms |",
         cold.retrieval.0, cold.retrieval.1, warm.retrieval.0, warm.retrieval.1
     );
+    // What answering by meaning holds in memory: the vectors kept, and this
+    // process (the API in it) at its largest.
+    if let Some(kept) = kept {
+        println!(
+            "\nvectors kept: {:.1} MB in {} blocks (svc_vector_cache_bytes; limit {:.0} MB); {} hits, {} misses",
+            kept.bytes as f64 / 1e6,
+            kept.blocks,
+            kept.max_bytes as f64 / 1e6,
+            kept.hits,
+            kept.misses
+        );
+    }
+    if let Some((rss, peak)) = memory() {
+        println!("process memory (API in-process, with the load generator): {rss:.0} MB resident, {peak:.0} MB at most");
+    }
     Ok(())
+}
+
+/// This process's resident memory and its peak, in MB (Linux).
+fn memory() -> Option<(f64, f64)> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let field = |name: &str| {
+        let line = status.lines().find(|l| l.starts_with(name))?;
+        let kb: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+        Some(kb / 1e3)
+    };
+    Some((field("VmRSS:")?, field("VmHWM:")?))
 }
 
 /// What one round of questions measured.
