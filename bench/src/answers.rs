@@ -451,7 +451,9 @@ async fn speed(options: &Options) -> anyhow::Result<()> {
         );
     }
     if let Some((rss, peak)) = memory() {
-        println!("process memory (API in-process, with the load generator): {rss:.0} MB resident, {peak:.0} MB at most");
+        println!(
+            "process memory (API in-process, with the load generator): {rss:.0} MB resident, {peak:.0} MB at most"
+        );
     }
     Ok(())
 }

@@ -364,3 +364,21 @@ async fn an_answer_quotes_whole_sentences(pool: PgPool) {
          from the moment they leave."
     );
 }
+
+#[sqlx::test(migrations = "../migrations")]
+async fn a_question_the_endpoint_cannot_embed_goes_by_its_words(pool: PgPool) {
+    let t = Tenant::with_config(pool, with_meaning()).await;
+    let working = stand_in(None).await;
+    knowledge(&t, &t.agent, &embedding(remote(&working, Duration::from_secs(30)))).await;
+    assert_eq!(model_of(&t.app.pool, &t.agent).await, "remote:stand-in");
+    // The same model behind an endpoint that stopped answering.
+    let down = stand_in(Some(0)).await;
+    let api = meaning(vec![remote(&down, Duration::from_secs(30))]);
+    let by_words = found(&t.app.pool, None, &t.agent, "express shipping").await;
+    assert_eq!(found(&t.app.pool, Some(&api), &t.agent, "express shipping").await, by_words);
+    assert_eq!(down.requests().len(), 1, "one try for the question");
+    // Left alone for a while: the next questions do not wait for it.
+    assert_eq!(found(&t.app.pool, Some(&api), &t.agent, "express shipping").await, by_words);
+    assert!(found(&t.app.pool, Some(&api), &t.agent, IN_OTHER_WORDS).await.is_empty());
+    assert_eq!(down.requests().len(), 1, "no further try while it rests");
+}

@@ -141,7 +141,44 @@ enum Maker {
         endpoint: Box<Endpoint>,
         /// `remote:{model}`: what its vectors are stored as.
         id: String,
+        /// Questions go by their words alone until then, after the endpoint
+        /// failed one.
+        resting: Resting,
     },
+}
+
+/// Longest wait for a question's vector: the question is searched by its
+/// words without it.
+const QUESTION_WAIT: Duration = Duration::from_secs(2);
+
+/// How long questions skip an endpoint that failed one: while it is down,
+/// answers go by words at once instead of each waiting for it.
+const REST: Duration = Duration::from_secs(10);
+
+/// When an endpoint that failed a question may be asked again.
+struct Resting {
+    since: std::time::Instant,
+    /// Milliseconds after `since`; 0: not resting.
+    until: std::sync::atomic::AtomicU64,
+}
+
+impl Resting {
+    fn new() -> Self {
+        Self { since: std::time::Instant::now(), until: std::sync::atomic::AtomicU64::new(0) }
+    }
+
+    fn now(&self) -> u64 {
+        u64::try_from(self.since.elapsed().as_millis()).unwrap_or(u64::MAX)
+    }
+
+    fn is_resting(&self) -> bool {
+        self.now() < self.until.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    fn rest(&self) {
+        let until = self.now().saturating_add(u64::try_from(REST.as_millis()).unwrap_or(u64::MAX));
+        self.until.store(until, std::sync::atomic::Ordering::Relaxed);
+    }
 }
 
 impl std::fmt::Debug for Embeddings {
@@ -161,7 +198,10 @@ impl Embeddings {
     /// as close in meaning to a question from cosine `min_similarity`.
     pub fn remote(config: EndpointConfig, min_similarity: f32) -> Result<Self, String> {
         let id = format!("remote:{}", config.model);
-        Ok(Self { maker: Maker::Remote { endpoint: Box::new(Endpoint::new(config)?), id }, min_similarity })
+        Ok(Self {
+            maker: Maker::Remote { endpoint: Box::new(Endpoint::new(config)?), id, resting: Resting::new() },
+            min_similarity,
+        })
     }
 
     /// The model's name as stored beside its vectors: another name is
@@ -171,6 +211,32 @@ impl Embeddings {
             Maker::Static(model) => model.id(),
             Maker::Remote { id, .. } => id,
         }
+    }
+
+    /// Whether this is the static model, in the process.
+    pub fn is_local(&self) -> bool {
+        matches!(self.maker, Maker::Static(_))
+    }
+
+    /// A question's vector, or `None` (then it is searched by its words): an
+    /// endpoint gets one try of at most [`QUESTION_WAIT`], and after a
+    /// failure is left alone for [`REST`].
+    pub async fn question(&self, question: &str) -> Option<Quantized> {
+        let texts = [question.to_owned()];
+        let vectors = match &self.maker {
+            Maker::Static(model) => Ok(vec![model.embed(question)]),
+            Maker::Remote { resting, .. } if resting.is_resting() => return None,
+            Maker::Remote { endpoint, resting, .. } => {
+                let body = json!({ "model": endpoint.model(), "input": texts });
+                let asked =
+                    endpoint.post_once("embeddings", &body, |reply| read_vectors(reply, 1), QUESTION_WAIT).await;
+                if asked.is_err() {
+                    resting.rest();
+                }
+                asked
+            }
+        };
+        vectors.ok()?.first().map(|v| svc_embed::quantize(v))
     }
 
     /// The vectors of `texts`, in order, each of length 1 (or zero).
@@ -246,6 +312,12 @@ impl Models {
         self.0.first()
     }
 
+    /// The static model, if this process has it: what scores the sentences
+    /// of an answer (no call leaves the process for that).
+    pub fn local(&self) -> Option<&Arc<Embeddings>> {
+        self.0.iter().find(|m| m.is_local())
+    }
+
     fn of(&self, model: &str) -> Option<&Arc<Embeddings>> {
         self.0.iter().find(|m| m.id() == model)
     }
@@ -259,8 +331,7 @@ impl svc_search::Questions for Models {
     /// With a model of that name only; a question the endpoint could not
     /// embed is searched by its words (the failure is logged).
     async fn embed_question(&self, model: &str, question: &str) -> Option<Quantized> {
-        let vectors = self.of(model)?.vectors(&[question.to_owned()]).await.ok()?;
-        vectors.first().map(|v| svc_embed::quantize(v))
+        self.of(model)?.question(question).await
     }
 }
 

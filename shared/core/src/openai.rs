@@ -66,11 +66,35 @@ impl Endpoint {
         body: &Value,
         read: impl Fn(Value) -> Result<T, String>,
     ) -> Result<T, String> {
+        self.post_within(path, body, read, 2, self.config.timeout).await
+    }
+
+    /// [`post`](Self::post) once, waiting at most `timeout` (and never longer
+    /// than the configured timeout): for a call someone waits on that has a
+    /// way on without it.
+    pub async fn post_once<T>(
+        &self,
+        path: &str,
+        body: &Value,
+        read: impl Fn(Value) -> Result<T, String>,
+        timeout: Duration,
+    ) -> Result<T, String> {
+        self.post_within(path, body, read, 1, timeout.min(self.config.timeout)).await
+    }
+
+    async fn post_within<T>(
+        &self,
+        path: &str,
+        body: &Value,
+        read: impl Fn(Value) -> Result<T, String>,
+        attempts: usize,
+        timeout: Duration,
+    ) -> Result<T, String> {
         let body = Bytes::from(body.to_string());
         let mut reason = String::new();
-        for attempt in 0..2 {
+        for attempt in 0..attempts {
             match self
-                .attempt(path, body.clone())
+                .attempt(path, body.clone(), timeout)
                 .await
                 .and_then(|reply| read(reply).map_err(|reason| Failed { retry: false, reason }))
             {
@@ -87,7 +111,7 @@ impl Endpoint {
         Err(reason)
     }
 
-    async fn attempt(&self, path: &str, body: Bytes) -> Result<Value, Failed> {
+    async fn attempt(&self, path: &str, body: Bytes, timeout: Duration) -> Result<Value, Failed> {
         let fail = |retry: bool, reason: String| Failed { retry, reason };
         let mut request =
             hyper::Request::post(format!("{}/{path}", self.config.base_url)).header("content-type", "application/json");
@@ -101,9 +125,9 @@ impl Endpoint {
             let bytes = response.into_body().collect().await.map_err(|e| fail(true, format!("body: {e}")))?.to_bytes();
             Ok::<_, Failed>((status, bytes))
         };
-        let (status, bytes) = tokio::time::timeout(self.config.timeout, exchange)
+        let (status, bytes) = tokio::time::timeout(timeout, exchange)
             .await
-            .map_err(|_| fail(true, format!("no answer within {:?}", self.config.timeout)))??;
+            .map_err(|_| fail(true, format!("no answer within {timeout:?}")))??;
         if !status.is_success() {
             let retry = status.as_u16() == 429 || status.is_server_error();
             return Err(fail(retry, format!("status {status}")));

@@ -150,14 +150,14 @@ const QUOTED: usize = 2;
 
 /// What an extractive answer quotes of each of `found`: its sentences that
 /// answer `question` best ([`quote`]), scored by the question's words and,
-/// with `meaning`, by closeness in meaning (one call embeds the question and
-/// every sentence; if it fails, words alone decide).
+/// when the process has the static model, by closeness in meaning (it embeds
+/// the question and every sentence at once).
 async fn quotes(meaning: Option<&Meaning>, question: &str, found: &[Found]) -> Vec<String> {
     let words = quote::content_words(question);
     let split: Vec<Vec<&str>> = found.iter().map(|f| quote::sentences(&f.body)).collect();
     let mut scores: Vec<Vec<f32>> =
         split.iter().map(|sentences| sentences.iter().map(|s| quote::overlap(&words, s) as f32).collect()).collect();
-    if let Some(embeddings) = meaning.and_then(|m| m.models.primary()) {
+    if let Some(embeddings) = meaning.and_then(|m| m.models.local()) {
         let texts: Vec<String> =
             std::iter::once(question).chain(split.iter().flatten().copied()).map(str::to_owned).collect();
         if let Ok(vectors) = embeddings.vectors(&texts).await
