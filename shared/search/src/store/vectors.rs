@@ -225,26 +225,13 @@ pub async fn texts(
 pub async fn switch(conn: &mut PgConnection, agent: AgentId, model: &str) -> sqlx::Result<()> {
     sqlx::query!(
         r#"
-        INSERT INTO knowledge_vector_models (agent_id, model) VALUES ($1, $2)
-        ON CONFLICT (agent_id) DO UPDATE SET model = EXCLUDED.model
-        "#,
-        agent as AgentId,
-        model,
-    )
-    .execute(&mut *conn)
-    .await?;
-    sqlx::query!(
-        r#"
-        DELETE FROM knowledge_segment_vectors v USING knowledge_segments s
-        WHERE v.segment_id = s.id AND s.agent_id = $1 AND v.model <> $2
-        "#,
-        agent as AgentId,
-        model,
-    )
-    .execute(&mut *conn)
-    .await?;
-    sqlx::query!(
-        r#"
+        WITH chosen AS (
+            INSERT INTO knowledge_vector_models (agent_id, model) VALUES ($1, $2)
+            ON CONFLICT (agent_id) DO UPDATE SET model = EXCLUDED.model
+        ), segments AS (
+            DELETE FROM knowledge_segment_vectors v USING knowledge_segments s
+            WHERE v.segment_id = s.id AND s.agent_id = $1 AND v.model <> $2
+        )
         DELETE FROM knowledge_document_vectors v USING knowledge_documents d
         WHERE v.number = d.number AND d.agent_id = $1 AND v.model <> $2
         "#,
