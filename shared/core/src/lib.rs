@@ -25,6 +25,7 @@ pub use svc_ids as ids;
 pub mod jobs;
 pub mod knowledge;
 pub mod lease;
+pub mod listen_cache;
 pub mod listening;
 pub mod openai;
 mod ops;

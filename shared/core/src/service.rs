@@ -11,7 +11,7 @@ use svc_contract::{AuthKind, Operation, Problem, ProblemCode, Scope, WorkspaceRe
 use time::OffsetDateTime;
 
 use crate::answers::{Llm, Meaning};
-use crate::auth::callers::{CallerCache, CallerCacheFigures, Fingerprint};
+use crate::auth::callers::{CallerCache, Fingerprint};
 use crate::auth::jwt::JwtVerifier;
 use crate::auth::{self, Credential, api_key};
 use crate::caller::{Caller, KeyHolder, Principal, Selection, User, WorkspaceContext};
@@ -21,7 +21,8 @@ use crate::error::Error;
 use crate::gates::Gates;
 use crate::jobs::{Job, Queue};
 use crate::knowledge::Backlog;
-use crate::knowledge::waits::{WaitCache, WaitCacheFigures};
+use crate::knowledge::waits::WaitCache;
+use crate::listen_cache::Figures;
 use crate::ops;
 use crate::runtime::warm::{Warm, Warmed};
 use crate::store::callers::Selector;
@@ -132,7 +133,7 @@ impl Service {
     }
 
     /// `None` when the cache is off.
-    pub fn wait_cache_figures(&self) -> Option<WaitCacheFigures> {
+    pub fn wait_cache_figures(&self) -> Option<Figures> {
         (!self.waits.is_off()).then(|| self.waits.figures())
     }
 
@@ -144,7 +145,7 @@ impl Service {
     }
 
     /// `None` when the cache is off.
-    pub fn caller_cache_figures(&self) -> Option<CallerCacheFigures> {
+    pub fn caller_cache_figures(&self) -> Option<Figures> {
         (!self.callers.is_off()).then(|| self.callers.figures())
     }
 
