@@ -105,7 +105,7 @@ async fn hold(ctx: &Ctx<'_>, conn: &mut PgConnection) -> Result<Entitlement> {
 /// call it after the handler's other writes (see `store::usage`).
 pub(crate) async fn reserve(ctx: &Ctx<'_>, conn: &mut PgConnection, delta: &Delta) -> Result<()> {
     let ws = ctx.workspace()?;
-    entitlements::reserve(conn, ws.id, ctx.held.as_ref().unwrap_or(&ws.entitlement), delta).await
+    crate::store::usage::reserve_within_limits(conn, ws.id, ctx.held.as_ref().unwrap_or(&ws.entitlement), delta).await
 }
 
 /// How a mutation's transaction treats the selected Workspace.
