@@ -9,6 +9,7 @@ pub mod admin;
 pub mod answers;
 pub mod auth;
 pub mod breaker;
+pub mod call;
 pub mod caller;
 pub mod chat;
 pub mod config;
@@ -38,6 +39,7 @@ pub mod store;
 pub mod timestamp;
 pub mod validate;
 
+pub use call::{ClientHints, Reply};
 pub use caller::Caller;
 pub use config::{CoreConfig, JwksSource, OidcConfig};
-pub use service::{ClientHints, Reply, Service};
+pub use service::Service;
