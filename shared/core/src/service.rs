@@ -97,6 +97,12 @@ impl Service {
         self.callers.clear();
     }
 
+    /// Limit-consuming writes waiting for a turn at their Workspace's gate
+    /// right now (see [`crate::gates`]).
+    pub fn gate_waiting(&self) -> usize {
+        self.shared.gates.waiting()
+    }
+
     /// `None` when the cache is off.
     pub fn caller_cache_figures(&self) -> Option<Figures> {
         (!self.callers.is_off()).then(|| self.callers.figures())
