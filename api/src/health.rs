@@ -52,6 +52,11 @@ pub async fn readyz(State(state): State<AppState>) -> impl IntoResponse {
 pub async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
     let mut scrape = Scrape::default();
     crate::metrics::pool_figures(&mut scrape, state.service.pool(), state.service.warm_connections());
+    scrape.gauge(
+        "svc_workspace_gate_waiting",
+        "Limit-consuming writes waiting for a turn at their Workspace's gate",
+        i64::try_from(state.service.gate_waiting()).unwrap_or(i64::MAX),
+    );
     queue_figures(&state, &mut scrape).await;
     wait_cache_figures(&state, &mut scrape);
     caller_cache_figures(&state, &mut scrape);

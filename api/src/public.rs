@@ -193,7 +193,7 @@ async fn answer(
         Ok(question) => question,
         Err(problem) => return refused(&problem, &request_id, Some(&origin)),
     };
-    let asked = chat::ask(&state.service, &agent, &question.text, question.conversation).await;
+    let asked = chat::ask(state.service.engine(), &agent, &question.text, question.conversation).await;
     match asked {
         Ok(asked) => {
             let answer = PublicAnswer {

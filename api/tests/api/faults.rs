@@ -64,16 +64,19 @@ async fn terminated_sessions_never_answer_500_and_reads_see_200(pool: PgPool) {
     let source = added["knowledgeSource"]["id"].as_str().unwrap().to_owned();
     let (_, key) = s.app.api_key(&s.owner, &s.ws, json!({ "name": "reader", "preset": "read_only" })).await;
 
-    // Four readers loop for ten seconds while every backend is terminated three times.
-    let until = Instant::now() + Duration::from_secs(10);
+    // Four readers loop while every backend is terminated three times, each
+    // time after they got 1,000 more answers, and until 1,000 after the last.
+    let answered = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let done = tokio_util::sync::CancellationToken::new();
     let mut readers = tokio::task::JoinSet::new();
     for reader in 0..4 {
         let (app, token, ws, agent, source, key) =
             (s.app.clone(), s.owner.token.clone(), s.ws.clone(), s.agent.clone(), source.clone(), key.clone());
+        let (answered, done) = (answered.clone(), done.clone());
         readers.spawn(async move {
             let mut tally = Tally::default();
             let mut turn = reader;
-            while Instant::now() < until {
+            while !done.is_cancelled() {
                 let response = match turn % 3 {
                     0 => app.op("agents/inspect", &token, Some(&ws), json!({ "agentId": agent })).await,
                     1 => {
@@ -84,16 +87,27 @@ async fn terminated_sessions_never_answer_500_and_reads_see_200(pool: PgPool) {
                 };
                 let retry_after = response.headers.contains_key("retry-after");
                 tally.record(response.status, retry_after, response.text());
+                answered.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 turn += 1;
             }
             tally
         });
     }
+    let more_answers = async |count: usize| {
+        let (from, deadline) =
+            (answered.load(std::sync::atomic::Ordering::Relaxed), Instant::now() + Duration::from_secs(60));
+        while answered.load(std::sync::atomic::Ordering::Relaxed) < from + count {
+            assert!(Instant::now() < deadline, "the readers stopped getting answers");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    };
     let mut terminated = 0;
     for _ in 0..3 {
-        tokio::time::sleep(Duration::from_millis(2_500)).await;
+        more_answers(1_000).await;
         terminated += terminate_all(&pool).await;
     }
+    more_answers(1_000).await;
+    done.cancel();
     let mut all = Tally::default();
     while let Some(tally) = readers.join_next().await {
         let tally = tally.unwrap();
@@ -105,16 +119,18 @@ async fn terminated_sessions_never_answer_500_and_reads_see_200(pool: PgPool) {
     assert!(all.other.is_empty(), "only 200 or 503 with Retry-After: {:?}", &all.other[..all.other.len().min(3)]);
     assert!(all.ok * 100 >= all.total() * 99, "at least 99% 200: {} of {}", all.ok, all.total());
 
-    // Idle connections terminated while nobody called: the first calls after
-    // the drops, a mutation among them, answer 200.
-    terminate_all(&pool).await;
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    // Idle connections terminated while nobody called (their backends gone):
+    // the first calls after the drops, a mutation among them, answer 200.
+    let gone = format!(
+        "SELECT count(*) = 0 FROM pg_stat_activity WHERE application_name = '{APPLICATION}' AND datname = current_database()"
+    );
     for (path, input) in [
         ("agents/inspect", json!({ "agentId": s.agent })),
         ("agents/create", json!({ "name": "After the drops" })),
         ("knowledge-sources/wait", json!({ "agentId": s.agent, "sourceId": source })),
     ] {
         terminate_all(&pool).await;
+        until(&pool, &gone).await;
         assert_ok(path, &s.call(path, input).await);
     }
     assert!(s.app.metric("svc_db_connection_lost_total").await >= 1.0);

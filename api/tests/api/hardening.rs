@@ -9,9 +9,7 @@ use svc_api::config::{DatabaseArgs, ServeConfig};
 use svc_core::ids::{AgentId, UserId};
 use svc_tests::raw::RawConn;
 
-use crate::helpers::{
-    TestApp, TestServer, TestUser, assert_ok, assert_problem, config, lock_waiters, lock_waiters_reach, waits_on_a_lock,
-};
+use crate::helpers::{TestApp, TestServer, TestUser, assert_ok, assert_problem, config, lock_waiters, waits_on_a_lock};
 
 async fn user_uuid(app: &TestApp, user: &TestUser) -> uuid::Uuid {
     let data = assert_ok("identity/status", &app.op("identity/status", &user.token, None, json!({})).await);
@@ -148,13 +146,21 @@ async fn one_tenants_flood_does_not_stall_another(pool: PgPool) {
     assert!(latencies[latencies.len() - 1] < Duration::from_secs(3), "{latencies:?}");
 }
 
-/// How many connections wait on a lock in a statement matching `pattern`, once
-/// that many stopped growing: polled until `expected` are there (bounded), then
-/// read again a moment later, so one too many would show.
-async fn settled_waiters(pool: &PgPool, pattern: &str, expected: i64) -> i64 {
-    lock_waiters_reach(pool, pattern, expected).await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    lock_waiters(pool, pattern).await
+/// How many of `sent` writes went past the gate (they wait on a lock in a
+/// statement matching `pattern`), once every one of them is accounted for:
+/// past the gate, or waiting at it (`svc_workspace_gate_waiting`). One too
+/// many let in shows as one fewer at the gate.
+async fn past_the_gate(app: &TestApp, pattern: &str, sent: i64) -> i64 {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let past = lock_waiters(&app.pool, pattern).await;
+        let at_gate = app.metric("svc_workspace_gate_waiting").await as i64;
+        if past + at_gate == sent {
+            return past;
+        }
+        assert!(Instant::now() < deadline, "of {sent} writes, {past} past the gate and {at_gate} at it");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
 }
 
 /// The gate's places (`SVC_WORKSPACE_WRITES`, here 4 of a pool of 8): a
@@ -181,7 +187,7 @@ async fn adds_take_one_place_at_the_gate_and_creates_two(pool: PgPool) {
             app.op("knowledge-sources/add", &token, Some(&ws), input).await
         });
     }
-    assert_eq!(settled_waiters(&pool, "%FROM agents%", 4).await, 4, "adds inside the gate at once");
+    assert_eq!(past_the_gate(&app, "%FROM agents%", 10).await, 4, "adds inside the gate at once");
     holder.rollback().await.unwrap();
     for response in adds.join_all().await {
         assert_ok("knowledge-sources/add", &response);
@@ -196,7 +202,7 @@ async fn adds_take_one_place_at_the_gate_and_creates_two(pool: PgPool) {
         creates
             .spawn(async move { app.op("agents/create", &token, Some(&ws), json!({ "name": format!("A{i}") })).await });
     }
-    assert_eq!(settled_waiters(&pool, "%workspace_usage%", 2).await, 2, "creates inside the gate at once");
+    assert_eq!(past_the_gate(&app, "%workspace_usage%", 10).await, 2, "creates inside the gate at once");
     holder.rollback().await.unwrap();
     for response in creates.join_all().await {
         assert_ok("agents/create", &response);

@@ -285,8 +285,8 @@ async fn undecodable_paths_get_the_envelope(pool: PgPool) {
     assert!(page.header("content-type").unwrap().starts_with("text/html"), "the 404 page");
 }
 
-/// A body that never arrives.
-struct Stalled;
+/// A body that never arrives; says when it is first asked for.
+struct Stalled(Option<tokio::sync::mpsc::UnboundedSender<()>>);
 
 impl axum::body::HttpBody for Stalled {
     type Data = axum::body::Bytes;
@@ -296,6 +296,9 @@ impl axum::body::HttpBody for Stalled {
         self: std::pin::Pin<&mut Self>,
         _: &mut std::task::Context<'_>,
     ) -> std::task::Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
+        if let Some(reading) = self.get_mut().0.take() {
+            let _ = reading.send(());
+        }
         std::task::Poll::Pending
     }
 }
@@ -316,16 +319,28 @@ async fn stalled_bodies_do_not_hold_the_pool(
     let app = TestApp::new(pool).await;
     let (owner, _) = app.owner("alice").await;
     let mut stalled = Vec::new();
+    let (reading, mut read) = tokio::sync::mpsc::unbounded_channel();
     for _ in 0..3 {
         let request = http::Request::post("/api/public/operations/agents/create")
             .header("authorization", format!("Bearer {}", owner.token))
             .header("content-length", "100")
-            .body(axum::body::Body::new(Stalled))
+            .body(axum::body::Body::new(Stalled(Some(reading.clone()))))
             .unwrap();
         let app = app.clone();
         stalled.push(tokio::spawn(async move { app.send(request).await }));
     }
-    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    // Each request authenticated (with the one connection) and began to read
+    // its body; then the connection is back in the pool, the bodies still
+    // awaited.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    for _ in 0..3 {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        tokio::time::timeout(left, read.recv()).await.expect("every request reads its body").unwrap();
+    }
+    while app.pool.num_idle() < 1 {
+        assert!(std::time::Instant::now() < deadline, "the connection never went back to the pool");
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
     let started = std::time::Instant::now();
     assert_ok("identity/status", &app.op("identity/status", &owner.token, None, json!({})).await);
     assert!(started.elapsed() < std::time::Duration::from_secs(2), "answered without waiting for a connection");

@@ -829,6 +829,101 @@ async fn a_live_source_row_holds_what_its_view_relies_on(pool: PgPool) {
     }
 }
 
+/// PostgreSQL refuses a source's or a revision's value outside the contract's
+/// bounds, whoever writes it (a new row or a changed one), and stores one
+/// exactly at a bound: the last guard for a writer that skips the contract's
+/// input types. The bounds are read from the add's input schema and
+/// `MAX_CONTENT_BYTES`, so the database and the contract cannot drift apart;
+/// lengths count characters, as JSON Schema does, so a bound made of two-byte
+/// characters is stored.
+#[sqlx::test(migrations = "../migrations")]
+async fn the_database_refuses_values_outside_the_contracts_bounds(pool: PgPool) {
+    let s = setup(pool).await;
+    let added = s.add("bounded", "Content within its bounds.").await;
+    let source = svc_core::ids::SourceId::parse(added["id"].as_str().unwrap()).unwrap().0;
+    let revision = pending_of(&added).0;
+    let schema = Value::Object(svc_contract::catalog::by_path("knowledge-sources/add").unwrap().input_schema().clone());
+    let max_length = |pointer: &str| schema.pointer(pointer).and_then(Value::as_u64).unwrap() as usize;
+    // (column, the CHECK that guards it, a value, whether it is refused)
+    let mut cases: Vec<(&str, &str, String, bool)> = Vec::new();
+    for (column, check, pointer) in [
+        ("key", "knowledge_sources_key_check", "/properties/key/maxLength"),
+        ("revision", "knowledge_revisions_revision_check", "/properties/revision/maxLength"),
+        ("title", "knowledge_revisions_title_check", "/properties/title/maxLength"),
+        (
+            "provenance_uri",
+            "knowledge_revisions_provenance_uri_check",
+            "/properties/provenance/properties/uri/maxLength",
+        ),
+    ] {
+        let max = max_length(pointer);
+        for (value, refused) in
+            [("é".repeat(max), false), ("é".to_owned(), false), ("é".repeat(max + 1), true), (String::new(), true)]
+        {
+            cases.push((column, check, value, refused));
+        }
+    }
+    let digest_pattern = schema.pointer("/properties/digest/pattern").and_then(Value::as_str).unwrap();
+    let hex = "0123456789abcdef".repeat(4);
+    for (value, refused) in [
+        (format!("sha256:{hex}"), false),
+        (format!("sha256:{}", &hex[1..]), true),
+        (format!("sha256:{hex}0"), true),
+        (format!("sha256:{}", hex.to_uppercase()), true),
+        (format!("sha512:{hex}"), true),
+    ] {
+        cases.push(("digest", "knowledge_revisions_digest_check", value, refused));
+    }
+    let most = svc_contract::knowledge::MAX_CONTENT_BYTES;
+    for (bytes, refused) in [(1, false), (most, false), (0, true), (most + 1, true)] {
+        cases.push(("content_bytes", "knowledge_revisions_content_bytes_check", bytes.to_string(), refused));
+    }
+
+    for (column, check, value, refused) in &cases {
+        let (table, id) =
+            if *column == "key" { ("knowledge_sources", source) } else { ("knowledge_revisions", revision) };
+        let typed = if *column == "content_bytes" { "$2::integer" } else { "$2::text" };
+        // A copy of the row with the value (a deleted source, so its key is
+        // free), and the row itself changed to it.
+        let deleted = if table == "knowledge_sources" { ", 'deleted_at', now()" } else { "" };
+        let insert = format!(
+            "INSERT INTO {table}
+             SELECT (jsonb_populate_record(NULL::{table}, to_jsonb(t)
+                     || jsonb_build_object('id', gen_random_uuid(), '{column}', {typed}{deleted}))).*
+             FROM {table} t WHERE id = $1"
+        );
+        let update = format!("UPDATE {table} SET {column} = {typed} WHERE id = $1");
+        for statement in [insert, update] {
+            let mut tx = s.app.pool.begin().await.unwrap();
+            let result =
+                sqlx::query(sqlx::AssertSqlSafe(statement.clone())).bind(id).bind(value).execute(&mut *tx).await;
+            tx.rollback().await.unwrap();
+            let shown = match *column {
+                "content_bytes" => format!("{value} bytes"),
+                "digest" => value.clone(),
+                _ => format!("{} characters", value.chars().count()),
+            };
+            match (result, refused) {
+                (Ok(done), false) => assert_eq!(done.rows_affected(), 1, "{statement}"),
+                (Ok(_), true) => panic!("{column} of {shown} stored, though {check} should refuse it"),
+                (Err(error), false) => panic!("{column} of {shown} refused: {error}"),
+                (Err(error), true) => {
+                    let refused_by = error.as_database_error().and_then(|e| e.constraint().map(str::to_owned));
+                    assert_eq!(refused_by.as_deref(), Some(*check), "{column} of {shown}: {error}");
+                }
+            }
+        }
+    }
+    // The digest's CHECK is the contract's pattern, as written.
+    let definition: String = sqlx::query_scalar(
+        "SELECT pg_get_constraintdef(oid) FROM pg_constraint WHERE conname = 'knowledge_revisions_digest_check'",
+    )
+    .fetch_one(&s.app.pool)
+    .await
+    .unwrap();
+    assert!(definition.contains(digest_pattern), "{definition} checks {digest_pattern}");
+}
+
 /// Every lookup by id or key hits an index with 10,000 sources in the Workspace.
 #[sqlx::test(migrations = "../migrations")]
 async fn lookups_use_indexes_at_ten_thousand_sources(pool: PgPool) {

@@ -4,7 +4,7 @@ use serde_json::{Value, json};
 use sqlx::PgPool;
 use svc_contract::CATALOG;
 
-use crate::helpers::{TestApp, assert_ok, assert_problem};
+use crate::helpers::{TestApp, assert_ok, assert_problem, waits_on_a_lock};
 use crate::resource_metadata::MCP_CHALLENGE;
 
 /// The JSON-RPC result of a tools/call.
@@ -360,10 +360,11 @@ async fn a_tool_call_in_flight_at_shutdown_finishes(pool: PgPool) {
         .body(axum::body::Body::from(message.to_string()))
         .unwrap();
     let call = tokio::spawn(router.oneshot(request));
-    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
-    assert!(!call.is_finished(), "the call waits for the Workspace");
+    assert!(waits_on_a_lock(&pool, "%FOR SHARE%").await, "the call never waited for the Workspace");
+    // Shutdown starts while the call waits: its statement can only end after
+    // the rollback below, so a call that shutdown cut short would be answered
+    // first (500, as rmcp's service answers).
     shutdown.cancel();
-    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     lock.rollback().await.unwrap();
     let response = call.await.unwrap().unwrap();
     let (parts, body) = response.into_parts();

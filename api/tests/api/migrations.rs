@@ -12,7 +12,7 @@ use sqlx::{Connection, PgPool};
 #[sqlx::test(migrations = false)]
 async fn migration_0023_lets_the_other_tables_be_read_while_it_waits(pool: PgPool) {
     let reads = ["workspaces", "knowledge_sources", "knowledge_revisions"].repeat(4);
-    migrate_while_read(&pool, 22, "agents", &reads).await;
+    migrate_while_read(&pool, 22, 24, "agents", &reads).await;
     let dropped: i64 = sqlx::query_scalar(
         "SELECT count(*) FROM pg_constraint
          WHERE conname IN ('knowledge_revisions_agent_id_fkey', 'knowledge_revisions_workspace_id_fkey',
@@ -37,7 +37,7 @@ async fn migration_0023_lets_the_other_tables_be_read_while_it_waits(pool: PgPoo
 /// instead of queueing behind it until the holder commits.
 #[sqlx::test(migrations = false)]
 async fn migration_0025_lets_passages_be_read_while_it_waits(pool: PgPool) {
-    migrate_while_read(&pool, 24, "knowledge_passages", &["knowledge_passages"; 4]).await;
+    migrate_while_read(&pool, 24, 25, "knowledge_passages", &["knowledge_passages"; 4]).await;
     let nullable: String = sqlx::query_scalar(
         "SELECT is_nullable FROM information_schema.columns
          WHERE table_name = 'knowledge_passages' AND column_name = 'search'",
@@ -56,7 +56,7 @@ async fn migration_0025_lets_passages_be_read_while_it_waits(pool: PgPool) {
 /// and the invariants between columns stay.
 #[sqlx::test(migrations = false)]
 async fn migration_0028_lets_revisions_be_read_while_it_waits(pool: PgPool) {
-    migrate_while_read(&pool, 27, "knowledge_sources", &["knowledge_revisions"; 4]).await;
+    migrate_while_read(&pool, 27, 28, "knowledge_sources", &["knowledge_revisions"; 4]).await;
     let checks: Vec<String> = sqlx::query_scalar(
         "SELECT conname::text FROM pg_constraint
          WHERE contype = 'c' AND conrelid IN ('knowledge_sources'::regclass, 'knowledge_revisions'::regclass)
@@ -76,20 +76,20 @@ async fn migration_0028_lets_revisions_be_read_while_it_waits(pool: PgPool) {
     );
 }
 
-/// Runs the migrations after `done` while a transaction holds `held` (it
-/// read it), and meanwhile reads each of `reads` in turn, 50 ms apart, with a
+/// Runs the migrations after `done` up to `to` while a transaction holds
+/// `held` (it read it), and meanwhile reads each of `reads` in turn, 50 ms apart, with a
 /// lock timeout of 2 s: far above a migration's try of 100 ms, below the 5 s
 /// a table was held before, so each read must get in between the tries. The
 /// migration must still be waiting for the holder after the reads; once the
 /// holder commits, it must finish.
-async fn migrate_while_read(pool: &PgPool, done: i64, held: &str, reads: &[&str]) {
+async fn migrate_while_read(pool: &PgPool, done: i64, to: i64, held: &str, reads: &[&str]) {
     sqlx::migrate!("../migrations").run_to(done, pool).await.unwrap();
     let mut holder = pool.acquire().await.unwrap().detach();
     let mut holding = holder.begin().await.unwrap();
     let hold = format!("SELECT count(*) FROM {held}");
     sqlx::query(sqlx::AssertSqlSafe(hold)).execute(&mut *holding).await.unwrap();
 
-    let migrating = migrate_in_the_background(pool);
+    let migrating = migrate_in_the_background(pool, to);
     // The reads start once the migration waits for the held table.
     assert!(waited_for(pool, held).await, "the migration never waited for {held}");
     let mut reader = pool.acquire().await.unwrap().detach();
@@ -116,10 +116,13 @@ async fn waited_for(pool: &PgPool, table: &str) -> bool {
     within_30s(|| async { sqlx::query_scalar::<_, i64>(waiting).bind(table).fetch_one(pool).await.unwrap() > 0 }).await
 }
 
-/// Runs the migrations left on a task of its own.
-fn migrate_in_the_background(pool: &PgPool) -> tokio::task::JoinHandle<Result<(), sqlx::migrate::MigrateError>> {
+/// Runs the migrations left, up to `to`, on a task of its own.
+fn migrate_in_the_background(
+    pool: &PgPool,
+    to: i64,
+) -> tokio::task::JoinHandle<Result<(), sqlx::migrate::MigrateError>> {
     let pool = pool.clone();
-    tokio::spawn(async move { sqlx::migrate!("../migrations").run(&pool).await })
+    tokio::spawn(async move { sqlx::migrate!("../migrations").run_to(to, &pool).await })
 }
 
 /// Whether `check` comes true within 30 s, asked every 10 ms.
@@ -144,7 +147,7 @@ async fn migration_0026_lets_terms_be_written_while_it_waits(pool: PgPool) {
     let mut holder = pool.acquire().await.unwrap().detach();
     let mut held = holder.begin().await.unwrap();
     sqlx::query("SELECT count(*) FROM knowledge_terms").execute(&mut *held).await.unwrap();
-    let migrating = migrate_in_the_background(&pool);
+    let migrating = migrate_in_the_background(&pool, 26);
     // The migration is the only session of this database that can wait for
     // a lock here (the holder waits for nothing); a concurrent drop waits for
     // the holder's transaction, not for a lock on the table.
@@ -177,4 +180,55 @@ async fn migration_0026_lets_terms_be_written_while_it_waits(pool: PgPool) {
     assert_eq!(left, 0);
     writer.close().await.unwrap();
     holder.close().await.unwrap();
+}
+
+/// The CHECKs of the knowledge tables' bounds.
+const BOUNDS: [&str; 6] = [
+    "knowledge_revisions_content_bytes_check",
+    "knowledge_revisions_digest_check",
+    "knowledge_revisions_provenance_uri_check",
+    "knowledge_revisions_revision_check",
+    "knowledge_revisions_title_check",
+    "knowledge_sources_key_check",
+];
+
+/// Each of [`BOUNDS`], in that order, with whether it is validated.
+async fn bounds(pool: &PgPool) -> Vec<(String, bool)> {
+    sqlx::query_as(
+        "SELECT conname::text, convalidated FROM pg_constraint
+         WHERE contype = 'c' AND conname = ANY($1) ORDER BY conname",
+    )
+    .bind(&BOUNDS[..])
+    .fetch_all(pool)
+    .await
+    .unwrap()
+}
+
+/// Migration 0031 adds the CHECKs of the knowledge tables' bounds, which needs
+/// both tables exclusively. While a transaction reads the sources, it waits
+/// in tries of at most 100 ms that let go of the revisions between them, so
+/// promotions and answers reading the revisions get in; once the holder
+/// commits, the CHECKs are there, not yet validated (nothing read the tables
+/// under the lock).
+#[sqlx::test(migrations = false)]
+async fn migration_0031_lets_revisions_be_read_while_it_waits(pool: PgPool) {
+    migrate_while_read(&pool, 30, 31, "knowledge_sources", &["knowledge_revisions"; 4]).await;
+    assert_eq!(bounds(&pool).await, BOUNDS.map(|check| (check.to_owned(), false)));
+}
+
+/// Migration 0032 validates those CHECKs without waiting for writers: it
+/// finishes while a transaction that writes both tables is still open.
+#[sqlx::test(migrations = false)]
+async fn migration_0032_validates_the_bounds_while_writes_go_on(pool: PgPool) {
+    sqlx::migrate!("../migrations").run_to(31, &pool).await.unwrap();
+    let mut writer = pool.begin().await.unwrap();
+    sqlx::query("LOCK TABLE knowledge_sources, knowledge_revisions IN ROW EXCLUSIVE MODE")
+        .execute(&mut *writer)
+        .await
+        .unwrap();
+    let migrating = migrate_in_the_background(&pool, 32);
+    let migrated = tokio::time::timeout(std::time::Duration::from_secs(30), migrating).await;
+    migrated.expect("validated while the writer's transaction is open").unwrap().unwrap();
+    writer.rollback().await.unwrap();
+    assert_eq!(bounds(&pool).await, BOUNDS.map(|check| (check.to_owned(), true)));
 }

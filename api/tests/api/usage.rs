@@ -18,7 +18,7 @@ use svc_core::store::knowledge::{Added, NewRevision, Room, SourceRow, Standing};
 use svc_core::store::types::{StoredProvenanceKind, StoredWorkspaceStatus};
 use svc_core::store::usage::Delta;
 
-use crate::helpers::{Tenant, assert_ok, assert_problem, waits_on_a_lock};
+use crate::helpers::{Tenant, assert_ok, assert_problem, lock_waiters_reach, waits_on_a_lock};
 use crate::knowledge::{add_input, processing};
 
 fn digest(content: &str) -> String {
@@ -116,14 +116,7 @@ async fn writes_waiting_for_a_source_hold_up_no_add(pool: PgPool) {
         s.spawn_call("knowledge-sources/replace", replace_input(&s.agent, &id, "r2", "Newer busy content.")),
         s.spawn_call("knowledge-sources/delete", delete),
     ];
-    let blocked =
-        "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()";
-    for _ in 0..3_000 {
-        if s.app.count(blocked).await >= 2 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    assert!(lock_waiters_reach(&s.app.pool, "%", 2).await, "the replace and the delete never both waited");
     // Both writes wait on their sources; an add of another source goes through.
     let add = tokio::time::timeout(
         Duration::from_secs(30),
@@ -320,9 +313,13 @@ async fn room_on_a_held_shard_is_waited_for_then_the_limit_refuses(pool: PgPool)
         .execute(&mut *holder)
         .await
         .unwrap();
-    let release = tokio::spawn(async move {
-        tokio::time::sleep(Duration::from_millis(150)).await;
-        holder.rollback().await.unwrap();
+    // Let go once the reservation below has found the room held.
+    let release = tokio::spawn({
+        let pool = s.app.pool.clone();
+        async move {
+            until_a_reservation_tries_the_shards(&pool).await;
+            holder.rollback().await.unwrap();
+        }
     });
     let mut second = s.app.pool.begin().await.unwrap();
     assert!(store::usage::reserve(&mut second, ws, &one_source(), limits).await.unwrap(), "granted once let go");
@@ -447,7 +444,7 @@ async fn a_replace_waiting_for_room_holds_up_no_other_write(pool: PgPool) {
     sqlx::query("SELECT 1 FROM workspace_usage_shards FOR UPDATE").execute(&mut *holder).await.unwrap();
     let input = replace_input(&s.agent, &id, "r2", "A longer second content, waiting for room.");
     let replace = s.spawn_call("knowledge-sources/replace", input);
-    tokio::time::sleep(Duration::from_millis(150)).await;
+    until_a_reservation_tries_the_shards(&s.app.pool).await;
     let mut other = s.app.pool.begin().await.unwrap();
     sqlx::query("SET LOCAL lock_timeout = '100ms'").execute(&mut *other).await.unwrap();
     sqlx::query("UPDATE workspace_usage SET agents = agents WHERE workspace_id = $1::uuid")
@@ -456,6 +453,7 @@ async fn a_replace_waiting_for_room_holds_up_no_other_write(pool: PgPool) {
         .await
         .expect("the usage row is free while the replace waits");
     other.rollback().await.unwrap();
+    assert_eq!(reservations_under_way(&s.app.pool).await, 1, "the replace was still waiting for room");
     let replaced = replace.await.unwrap();
     let body = assert_problem(&replaced, 503, "internal_error");
     assert_eq!(body["error"]["details"]["reason"], "busy");
@@ -699,4 +697,28 @@ async fn a_retry_finding_its_id_taken_is_refused_not_a_unique_violation(pool: Pg
         s.app.count("SELECT count(*) FROM knowledge_sources WHERE key = 'gone' AND deleted_at IS NULL").await,
         0
     );
+}
+
+/// Transactions that have tried to take room on the usage shards and not
+/// ended (a reservation's UPDATE holds the table in ROW EXCLUSIVE mode until
+/// its transaction ends, whether or not it found a shard; a holder of the
+/// shards' rows holds it in ROW SHARE mode only).
+async fn reservations_under_way(pool: &PgPool) -> i64 {
+    sqlx::query_scalar(
+        "SELECT count(*) FROM pg_locks l JOIN pg_class c ON c.oid = l.relation
+         WHERE c.relname = 'workspace_usage_shards' AND l.mode = 'RowExclusiveLock' AND l.granted
+           AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())",
+    )
+    .fetch_one(pool)
+    .await
+    .unwrap()
+}
+
+/// Waits (up to 30 s) until a reservation is under way on the usage shards.
+async fn until_a_reservation_tries_the_shards(pool: &PgPool) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while reservations_under_way(pool).await == 0 {
+        assert!(std::time::Instant::now() < deadline, "no reservation ever tried the shards");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
 }

@@ -97,22 +97,31 @@ async fn a_connection_goes_back_to_sqlx_once_it_is_no_longer_fresh_however_often
         .connect_with((*pool.connect_options()).clone())
         .await
         .unwrap();
-    // Fresh for 2 s from when it came from sqlx; each step below has 0.8 s
-    // to spare either way.
-    let warm = Warm::with_capacity(pool.clone(), 2, Duration::from_secs(2));
-    warm.keep(warm.acquire().await.unwrap());
+    // Fresh for 2 s from when it came from sqlx (between `before` and
+    // `after`). Freshness is the clock's: the test waits for the instants
+    // that tell the two rules apart, and checks it got there in time.
+    let fresh = Duration::from_secs(2);
+    let warm = Warm::with_capacity(pool.clone(), 2, fresh);
+    let before = Instant::now();
+    let conn = warm.acquire().await.unwrap();
+    let after = Instant::now();
+    warm.keep(conn);
     let from_sqlx = checked.load(Ordering::SeqCst);
-    tokio::time::sleep(Duration::from_millis(1_200)).await;
-    // Still fresh: handed out again, and kept again by the next request.
+    // Halfway: still fresh, handed out again, and kept again by the next
+    // request.
+    tokio::time::sleep_until((before + fresh / 2).into()).await;
     let mut conn = warm.acquire().await.unwrap();
+    assert!(after.elapsed() < fresh, "handed out again within its freshness");
     assert_eq!(checked.load(Ordering::SeqCst), from_sqlx, "a fresh connection is handed out from Warm");
     backend(&mut conn).await;
+    let kept_again = Instant::now();
     warm.keep(conn);
-    tokio::time::sleep(Duration::from_millis(1_200)).await;
-    // Kept 1.2 s ago, but from sqlx 2.4 s ago: it goes back, and the next
-    // one comes from sqlx.
+    // Past its freshness from sqlx, though kept again less than that ago: it
+    // goes back, and the next one comes from sqlx.
+    tokio::time::sleep_until((after + fresh).into()).await;
     let mut conn = warm.acquire().await.unwrap();
     backend(&mut conn).await;
+    assert!(kept_again.elapsed() < fresh, "fresh still, counted from when it was kept again");
     assert_eq!(warm.kept(), 0);
     assert_eq!(checked.load(Ordering::SeqCst), from_sqlx + 1, "the stale connection went through sqlx");
 }
@@ -144,9 +153,8 @@ async fn a_closed_pool_gets_its_kept_connections_back(pool: PgPool) {
     let warm = Warm::with_capacity(pool.clone(), 2, LONG);
     let (kept, in_use) = (warm.acquire().await.unwrap(), warm.acquire().await.unwrap());
     warm.keep(kept);
-    // Well past the hand-back task's first look, so only the closing can
-    // hand it back (it is fresh for an hour).
-    tokio::time::sleep(Duration::from_millis(50)).await;
+    // Fresh for an hour, and the hand-back task's first look is an hour away:
+    // only the closing can hand it back.
     assert_eq!(warm.kept(), 1);
     // close() waits for every connection: it ends only once the kept one is
     // handed back and the one in use is not kept after the pool closed.

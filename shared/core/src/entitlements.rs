@@ -10,7 +10,6 @@ use serde_json::Value;
 use svc_contract::resources::EntitlementChannels;
 use svc_contract::{Operation, Problem, ProblemCode};
 
-use crate::store::usage::{Delta, Usage};
 use time::{Duration, OffsetDateTime};
 
 /// Length of a new Workspace's trial.
@@ -104,6 +103,63 @@ impl LimitKey {
 impl fmt::Display for LimitKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
+    }
+}
+
+/// Usage counted against the limits, by limit key.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Usage {
+    pub agents: i64,
+    pub api_keys: i64,
+    pub knowledge_sources: i64,
+    pub knowledge_bytes: i64,
+    /// Conversations of the current calendar month (UTC).
+    pub conversations: i64,
+}
+
+impl Usage {
+    pub fn get(&self, key: LimitKey) -> i64 {
+        match key {
+            LimitKey::Agents => self.agents,
+            LimitKey::ApiKeys => self.api_keys,
+            LimitKey::KnowledgeSources => self.knowledge_sources,
+            LimitKey::KnowledgeBytes => self.knowledge_bytes,
+            LimitKey::Conversations => self.conversations,
+        }
+    }
+
+    /// `usage` as the Entitlement reports it.
+    pub fn to_map(&self) -> BTreeMap<String, u64> {
+        LimitKey::ALL.iter().map(|k| (k.as_str().to_owned(), self.get(*k).max(0) as u64)).collect()
+    }
+}
+
+/// A change of usage: how much each counter grows (negative: shrinks).
+pub type Delta = Usage;
+
+impl Delta {
+    /// A change of one counter.
+    pub fn of(key: LimitKey, amount: i64) -> Self {
+        let mut delta = Self::default();
+        match key {
+            LimitKey::Agents => delta.agents = amount,
+            LimitKey::ApiKeys => delta.api_keys = amount,
+            LimitKey::KnowledgeSources => delta.knowledge_sources = amount,
+            LimitKey::KnowledgeBytes => delta.knowledge_bytes = amount,
+            LimitKey::Conversations => delta.conversations = amount,
+        }
+        delta
+    }
+
+    /// This change and `other` together.
+    pub fn and(self, other: Delta) -> Self {
+        Self {
+            agents: self.agents + other.agents,
+            api_keys: self.api_keys + other.api_keys,
+            knowledge_sources: self.knowledge_sources + other.knowledge_sources,
+            knowledge_bytes: self.knowledge_bytes + other.knowledge_bytes,
+            conversations: self.conversations + other.conversations,
+        }
     }
 }
 
@@ -216,76 +272,8 @@ pub fn admit(op: &Operation, archived: bool, entitlement: &Entitlement, now: Off
     Ok(())
 }
 
-/// Grows the Workspace's usage by `delta` within its limits, in the caller's
-/// transaction: `limit_exceeded` (and nothing written) when a counter the delta
-/// grows would pass its limit. The check and the count are one step (see
-/// `store::usage`), so concurrent writers never pass a limit together; what it
-/// locks is held until the transaction ends, so the caller makes it its last
-/// write.
-pub async fn reserve(
-    conn: &mut sqlx::PgConnection,
-    workspace: crate::ids::WorkspaceId,
-    entitlement: &Entitlement,
-    delta: &Delta,
-) -> crate::error::Result<()> {
-    reserve_freeing(conn, workspace, entitlement, delta, &Delta::default()).await
-}
-
-/// [`reserve`] for a write that also frees usage (`freed`, negative), as one
-/// change of usage: checked as if the freeing came first, and refused naming
-/// what was `wanted`. One change, so the write never holds the usage row
-/// while it waits for room on the shards.
-pub async fn reserve_freeing(
-    conn: &mut sqlx::PgConnection,
-    workspace: crate::ids::WorkspaceId,
-    entitlement: &Entitlement,
-    wanted: &Delta,
-    freed: &Delta,
-) -> crate::error::Result<()> {
-    let net = wanted.and(*freed);
-    if crate::store::usage::reserve(conn, workspace, &net, entitlement.limit_array()).await? {
-        return Ok(());
-    }
-    let current = crate::store::usage::get(conn, workspace).await?.and(*freed);
-    match refused(&current, entitlement, wanted) {
-        Some(problem) => Err(problem.into()),
-        // The counters moved between the two statements, or the room left was
-        // escrowed to other writers' shards throughout: nothing was written,
-        // and a retry decides.
-        None => Err(Problem::busy().into()),
-    }
-}
-
-/// `limit_exceeded` when the usage committed now already leaves no room for
-/// `delta` (read without a lock: [`reserve`] decides). A write that meets
-/// another problem before its reservation asks this first, so a call over a
-/// limit is refused for the limit whatever else is wrong with it (contract's
-/// order of checks).
-pub async fn check(
-    conn: &mut sqlx::PgConnection,
-    workspace: crate::ids::WorkspaceId,
-    entitlement: &Entitlement,
-    delta: &Delta,
-) -> crate::error::Result<()> {
-    match refusal(conn, workspace, entitlement, delta).await? {
-        Some(problem) => Err(problem.into()),
-        None => Ok(()),
-    }
-}
-
-/// The limit `delta` would pass from the usage committed now, if any.
-async fn refusal(
-    conn: &mut sqlx::PgConnection,
-    workspace: crate::ids::WorkspaceId,
-    entitlement: &Entitlement,
-    delta: &Delta,
-) -> crate::error::Result<Option<Problem>> {
-    let current = crate::store::usage::get(conn, workspace).await?;
-    Ok(refused(&current, entitlement, delta))
-}
-
 /// The limit `delta` would pass from `current`, if any.
-fn refused(current: &Usage, entitlement: &Entitlement, delta: &Delta) -> Option<Problem> {
+pub fn refused(current: &Usage, entitlement: &Entitlement, delta: &Delta) -> Option<Problem> {
     let limit = |key: LimitKey| i64::try_from(entitlement.limit(key)).unwrap_or(i64::MAX);
     let refused = LimitKey::ALL
         .into_iter()

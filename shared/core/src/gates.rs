@@ -18,6 +18,7 @@
 //! the pool stays for reads and ungated writes.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -34,6 +35,8 @@ pub struct Gates {
     all: Gate,
     wait: Duration,
     permits: usize,
+    /// Writes waiting for their places now, in every Workspace.
+    waiting: AtomicUsize,
 }
 
 /// A turn at a Workspace's gate; the next caller goes when it is dropped.
@@ -50,7 +53,7 @@ impl Gates {
     /// `wait` for the places they ask for.
     pub fn new(wait: Duration, permits: usize, total: usize) -> Self {
         let all = Arc::new(tokio::sync::Semaphore::new(total.max(1)));
-        Self { open: Mutex::new(HashMap::new()), all, wait, permits: permits.max(1) }
+        Self { open: Mutex::new(HashMap::new()), all, wait, permits: permits.max(1), waiting: AtomicUsize::new(0) }
     }
 
     /// Waits for `places` of `workspace`'s places (at least one, at most all):
@@ -73,7 +76,11 @@ impl Gates {
             turn.overall = Some(self.all.clone().acquire_owned().await?);
             Ok::<_, tokio::sync::AcquireError>(())
         };
-        match tokio::time::timeout(self.wait, both).await {
+        let waited = {
+            let _counted = Waiting::start(&self.waiting);
+            tokio::time::timeout(self.wait, both).await
+        };
+        match waited {
             // The semaphores are never closed.
             Ok(Err(_)) => Err(Problem::internal()),
             Ok(Ok(())) => Ok(turn),
@@ -87,6 +94,28 @@ impl Gates {
     /// Workspaces with a gate in use (someone inside or waiting).
     pub fn in_use(&self) -> usize {
         self.open.lock().map(|open| open.len()).unwrap_or_default()
+    }
+
+    /// Writes waiting for their places right now, in every Workspace.
+    pub fn waiting(&self) -> usize {
+        self.waiting.load(Ordering::Relaxed)
+    }
+}
+
+/// A write counted among those waiting, for as long as it waits (its wait
+/// ends, or it is dropped).
+struct Waiting<'a>(&'a AtomicUsize);
+
+impl<'a> Waiting<'a> {
+    fn start(waiting: &'a AtomicUsize) -> Self {
+        waiting.fetch_add(1, Ordering::Relaxed);
+        Self(waiting)
+    }
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
@@ -127,19 +156,39 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn writes_are_counted_while_they_wait() {
+        let gates = Gates::new(Duration::from_secs(30), 1, 10);
+        let ws = WorkspaceId::new();
+        let inside = gates.enter(ws, 1).await.unwrap();
+        assert_eq!(gates.waiting(), 0, "one inside, none waiting");
+        let mut second = Box::pin(gates.enter(ws, 1));
+        let mut third = Box::pin(gates.enter(ws, 1));
+        // Polled once each: both wait.
+        assert!(tokio::time::timeout(Duration::ZERO, &mut second).await.is_err());
+        assert!(tokio::time::timeout(Duration::ZERO, &mut third).await.is_err());
+        assert_eq!(gates.waiting(), 2);
+        drop(third);
+        assert_eq!(gates.waiting(), 1, "a wait given up is no longer counted");
+        drop(inside);
+        let second = second.await.expect("its turn");
+        assert_eq!(gates.waiting(), 0);
+        drop(second);
+    }
+
+    #[tokio::test]
     async fn waiters_go_in_turn() {
         let gates = Arc::new(Gates::new(Duration::from_secs(30), 1, 10));
         let ws = WorkspaceId::new();
-        let inside = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let inside = Arc::new(AtomicUsize::new(0));
         let mut tasks = tokio::task::JoinSet::new();
         for _ in 0..20 {
             let (gates, inside) = (gates.clone(), inside.clone());
             tasks.spawn(async move {
                 let _turn = gates.enter(ws, 1).await.unwrap();
-                let now = inside.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                let now = inside.fetch_add(1, Ordering::SeqCst);
                 assert_eq!(now, 0, "two callers inside at once");
                 tokio::task::yield_now().await;
-                inside.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+                inside.fetch_sub(1, Ordering::SeqCst);
             });
         }
         tasks.join_all().await;

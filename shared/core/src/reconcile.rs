@@ -421,3 +421,22 @@ pub fn failure_code(problem: &Problem) -> &'static str {
         code => code.as_str(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use sqlx::PgPool;
+
+    use super::apply;
+    use crate::runtime::sizes::{future_of_1, future_of_4};
+
+    /// A worker's apply job is moved whole as apalis, backon and tokio wrap,
+    /// spawn and poll it: it holds none of sqlx's acquire future (see the
+    /// same test of processing's jobs in `knowledge::process`).
+    #[test]
+    #[cfg_attr(debug_assertions, ignore = "sizes of unoptimized futures; run with --release")]
+    #[allow(clippy::disallowed_methods, reason = "its size, not a call")]
+    fn an_apply_jobs_future_is_smaller_than_sqlxs_acquire() {
+        let (acquire, apply) = (future_of_1(PgPool::acquire), future_of_4(apply));
+        assert!(apply < acquire, "reconcile::apply: {apply} bytes, acquire {acquire}");
+    }
+}

@@ -5,58 +5,29 @@
 use std::sync::Arc;
 
 use serde_json::{Map, Value};
-use sqlx::{PgConnection, PgPool};
-use svc_contract::identity::SecretLocation;
+use sqlx::PgPool;
 use svc_contract::{AuthKind, Operation, Problem, ProblemCode, Scope, WorkspaceRequirement};
 use time::OffsetDateTime;
 
-use crate::answers::{Llm, Meaning};
-use crate::auth::callers::{CallerCache, CallerCacheFigures, Fingerprint};
+use crate::answers::{Engine, Llm, Meaning};
+use crate::auth::callers::{CallerCache, Fingerprint};
 use crate::auth::jwt::JwtVerifier;
 use crate::auth::{self, Credential, api_key};
+use crate::call::{self, ClientHints, Reply, Shared};
 use crate::caller::{Caller, KeyHolder, Principal, Selection, User, WorkspaceContext};
 use crate::config::CoreConfig;
 use crate::entitlements;
 use crate::error::Error;
-use crate::gates::Gates;
-use crate::jobs::{Job, Queue};
-use crate::knowledge::Backlog;
-use crate::knowledge::waits::{WaitCache, WaitCacheFigures};
+use crate::jobs::Queue;
+use crate::listen_cache::Figures;
 use crate::ops;
-use crate::runtime::warm::{Warm, Warmed};
 use crate::store::callers::Selector;
 use crate::validate::Validators;
 
-/// What a client declares about itself (reported by `identity.status`).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct ClientHints {
-    /// `Svc-Client-Version`.
-    pub version: Option<String>,
-    /// `Svc-Secret-Location`.
-    pub secret_location: SecretLocation,
-}
-
-/// A successful call's result, before a surface renders it.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Reply {
-    pub data: Value,
-    pub next_cursor: Option<String>,
-    /// The stored result of an earlier call with the same idempotency key.
-    pub replayed: bool,
-}
-
 /// The domain: one per process, shared by every surface.
 pub struct Service {
-    pub(crate) pool: PgPool,
-    /// Connections kept between requests (see [`crate::runtime::warm`]).
-    warm: Warm,
-    pub(crate) config: CoreConfig,
-    pub(crate) gates: Gates,
-    queue: Option<Queue>,
-    llm: Option<Llm>,
-    meaning: Option<Meaning>,
-    backlog: Backlog,
-    pub(crate) waits: WaitCache,
+    /// What the handlers use too.
+    shared: Shared,
     callers: CallerCache,
     jwt: Option<JwtVerifier>,
     validators: Validators,
@@ -67,60 +38,43 @@ impl Service {
     /// one, jobs wait for the workers' sweeper).
     pub fn new(pool: PgPool, queue: Option<Queue>, config: CoreConfig) -> Result<Self, String> {
         let jwt = config.oidc.as_ref().map(JwtVerifier::new).transpose()?;
-        let gates = Gates::new(config.gate_wait, config.workspace_writes, config.gated_writes);
-        let waits = WaitCache::new(config.wait_cache_entries, config.wait_cache_max_age);
         let callers = CallerCache::new(config.caller_cache_entries, config.caller_cache_max_age);
-        Ok(Self {
-            warm: Warm::new(pool.clone(), config.warm),
-            pool,
-            config,
-            gates,
-            queue,
-            llm: None,
-            meaning: None,
-            backlog: Backlog::default(),
-            waits,
-            callers,
-            jwt,
-            validators: Validators::new()?,
-        })
+        Ok(Self { shared: Shared::new(pool, queue, config), callers, jwt, validators: Validators::new()? })
     }
 
     /// Answers come from `llm` (instead of being extractive).
     pub fn with_llm(mut self, llm: Option<Llm>) -> Self {
-        self.llm = llm;
+        self.shared.llm = llm;
         self
     }
 
     pub fn llm(&self) -> Option<&Llm> {
-        self.llm.as_ref()
+        self.shared.llm.as_ref()
     }
 
     /// Questions are searched by their meaning too, with `meaning`.
     pub fn with_meaning(mut self, meaning: Option<Meaning>) -> Self {
-        self.meaning = meaning;
+        self.shared.meaning = meaning;
         self
     }
 
     pub fn meaning(&self) -> Option<&Meaning> {
-        self.meaning.as_ref()
+        self.shared.meaning.as_ref()
+    }
+
+    /// What answers questions: the pool, and the models when configured.
+    pub fn engine(&self) -> Engine<'_> {
+        self.shared.engine()
     }
 
     pub fn queue(&self) -> Option<&Queue> {
-        self.queue.as_ref()
+        self.shared.queue.as_ref()
     }
 
     /// Work still to be processed: revisions, their Workspaces, the oldest's age.
     pub async fn backlog_figures(&self) -> crate::error::Result<crate::store::knowledge::PendingWork> {
-        let mut conn = crate::runtime::connection(&self.pool).await?;
+        let mut conn = crate::runtime::connection(&self.shared.pool).await?;
         Ok(crate::store::knowledge::backlog(&mut conn).await?)
-    }
-
-    /// Revisions still to be processed (read at most once a second). An
-    /// error only if the connection was lost: the read is then retried on
-    /// a live one, rather than its connection kept for the next request.
-    pub(crate) async fn backlog(&self, conn: &mut PgConnection) -> crate::error::Result<i64> {
-        Ok(self.backlog.get(conn).await?)
     }
 
     /// Keeps the answers `knowledge_source.wait` reuses and the callers
@@ -128,12 +82,12 @@ impl Service {
     /// [`crate::listening`]); runs until dropped. Without it, every wait and
     /// every authentication reads PostgreSQL.
     pub async fn follow_changes(&self) {
-        crate::listening::follow(&self.pool, &self.waits, &self.callers).await
+        crate::listening::follow(&self.shared.pool, &self.shared.waits, &self.callers).await
     }
 
     /// `None` when the cache is off.
-    pub fn wait_cache_figures(&self) -> Option<WaitCacheFigures> {
-        (!self.waits.is_off()).then(|| self.waits.figures())
+    pub fn wait_cache_figures(&self) -> Option<Figures> {
+        (!self.shared.waits.is_off()).then(|| self.shared.waits.figures())
     }
 
     /// Drops every kept caller: a change through this process (the web
@@ -143,37 +97,34 @@ impl Service {
         self.callers.clear();
     }
 
+    /// Limit-consuming writes waiting for a turn at their Workspace's gate
+    /// right now (see [`crate::gates`]).
+    pub fn gate_waiting(&self) -> usize {
+        self.shared.gates.waiting()
+    }
+
     /// `None` when the cache is off.
-    pub fn caller_cache_figures(&self) -> Option<CallerCacheFigures> {
+    pub fn caller_cache_figures(&self) -> Option<Figures> {
         (!self.callers.is_off()).then(|| self.callers.figures())
     }
 
-    /// Hands committed work to the workers. A failure is logged, not answered:
-    /// the work is in PostgreSQL, and the sweeper enqueues it again.
-    pub(crate) async fn enqueue(&self, jobs: &[Job]) {
-        let Some(queue) = &self.queue else { return };
-        if let Err(error) = queue.send(jobs).await {
-            tracing::warn!(%error, jobs = jobs.len(), "could not enqueue; the sweeper will");
-        }
-    }
-
     pub fn pool(&self) -> &PgPool {
-        &self.pool
+        &self.shared.pool
     }
 
     /// Pooled connections kept warm for the next request right now (the pool
     /// counts them in use).
     pub fn warm_connections(&self) -> usize {
-        self.warm.kept()
+        self.shared.warm.kept()
     }
 
     pub fn config(&self) -> &CoreConfig {
-        &self.config
+        &self.shared.config
     }
 
     /// A session for one request: see [`Session`].
     pub fn session(&self) -> Session<'_> {
-        Session { service: self, conn: None }
+        Session { service: self, conn: self.shared.connection() }
     }
 
     /// Checks the bearer credential of a request and resolves its Workspace
@@ -205,56 +156,15 @@ impl Service {
 /// share it; [`Session::release`] hands it back early (before a slow upload).
 pub struct Session<'a> {
     service: &'a Service,
-    conn: Option<Warmed>,
+    conn: call::Connection<'a>,
 }
 
 impl Session<'_> {
-    pub(crate) async fn conn(&mut self) -> crate::error::Result<&mut PgConnection> {
-        if self.conn.is_none() {
-            self.conn = Some(self.service.warm.acquire().await?);
-        }
-        match &mut self.conn {
-            Some(conn) => Ok(&mut **conn),
-            None => Err(Error::internal("no connection after acquiring one")),
-        }
-    }
-
     /// Hands the connection back between steps (every step so far finished);
     /// the next step takes one again. It is kept warm for the next request
     /// (see [`crate::runtime::warm`]).
     pub fn release(&mut self) {
-        if let Some(conn) = self.conn.take() {
-            self.service.warm.keep(conn);
-        }
-    }
-
-    /// Closes the connection instead of returning it: its state is unknown.
-    pub(crate) async fn discard(&mut self) {
-        if let Some(conn) = self.conn.take() {
-            let _ = conn.into_inner().close().await;
-        }
-    }
-
-    /// Drops a connection found dead (never back into the pool) and takes a live
-    /// one: the next step runs on a connection checked just now.
-    pub(crate) async fn reconnect(&mut self) -> crate::error::Result<()> {
-        if let Some(dead) = self.conn.take() {
-            dead.into_inner().close_on_drop();
-        }
-        self.conn = Some(Warmed::new(crate::runtime::live_connection(&self.service.pool).await?));
-        Ok(())
-    }
-
-    /// Whether `error` means the connection went away, in which case the
-    /// session has a live connection again and the step may run once more.
-    pub(crate) async fn lost_and_reconnected(&mut self, error: &Error) -> bool {
-        if error.fault() != crate::error::Fault::ConnectionLost {
-            return false;
-        }
-        crate::faults::connection_lost();
-        tracing::info!(error = %crate::error::chain(error), "database connection lost; retrying on a fresh one");
-        crate::faults::retried(crate::faults::Retry::Request);
-        self.reconnect().await.is_ok()
+        self.conn.release();
     }
 
     /// See [`Service::authenticate`]. A caller authenticated a moment ago
@@ -281,7 +191,7 @@ impl Session<'_> {
         // connection that turned out dead is replaced and it runs again.
         let mut result = self.authenticate_once(&credential, token.as_deref(), &selector).await;
         if let Err(error) = &result
-            && self.lost_and_reconnected(error).await
+            && self.conn.lost_and_reconnected(error).await
         {
             result = self.authenticate_once(&credential, token.as_deref(), &selector).await;
         }
@@ -333,8 +243,8 @@ impl Session<'_> {
         selector: &Selector,
     ) -> crate::error::Result<Caller> {
         let service = self.service;
-        let setup_required = || setup_required(&service.config.public_base_url);
-        let conn = self.conn().await?;
+        let setup_required = || setup_required(&service.shared.config.public_base_url);
+        let conn = self.conn.conn().await?;
         let found = crate::store::callers::user_with_workspaces(conn, &token.issuer, &token.subject, selector).await?;
         let Some((user, mut workspaces)) = found else { return Err(setup_required().into()) };
         if let Some(revoked) = user.sessions_revoked_at {
@@ -367,7 +277,7 @@ impl Session<'_> {
                 .with_detail("reason", "unknown_api_key")
         };
         let public_id = api_key::public_id(secret).ok_or_else(unknown)?;
-        let conn = self.conn().await?;
+        let conn = self.conn.conn().await?;
         let (key, workspace) = crate::store::callers::key_with_workspace(conn, public_id).await?.ok_or_else(unknown)?;
         if !api_key::matches(secret, &key.secret_hash) {
             return Err(unknown().into());
@@ -418,14 +328,15 @@ impl Session<'_> {
         if let Some(ws) = workspace {
             entitlements::admit(op, ws.is_archived(), &ws.entitlement, now)?;
         }
-        let ctx = ops::Ctx { service, caller, workspace, client, op, now, held: None };
+        let ctx = ops::Ctx { shared: &service.shared, caller, workspace, client, op, now, held: None };
         // widget.verify starts a conversation (counted against its quota) and
         // may call the model: run once, like a mutation.
         if op.mutating || op.op == svc_contract::OperationId::WidgetVerify {
             // A mutation retries only a failed BEGIN (see `ops::write`): once its
             // transaction has started, a lost connection leaves its outcome
             // unknown, and the client retries with the same idempotency key.
-            let result = ops::dispatch(&ctx, self, op, input, idempotency_key).await.map_err(Error::into_problem);
+            let result =
+                ops::dispatch(&ctx, &mut self.conn, op, input, idempotency_key).await.map_err(Error::into_problem);
             if result.is_ok() {
                 // Its transaction is committed: the connection is clean.
                 self.release();
@@ -439,11 +350,11 @@ impl Session<'_> {
         }
         // A read whose connection turned out dead runs once more on a live one.
         let again = input.clone();
-        let mut result = ops::dispatch(&ctx, self, op, input, None).await;
+        let mut result = ops::dispatch(&ctx, &mut self.conn, op, input, None).await;
         if let Err(error) = &result
-            && self.lost_and_reconnected(error).await
+            && self.conn.lost_and_reconnected(error).await
         {
-            result = ops::dispatch(&ctx, self, op, again, None).await;
+            result = ops::dispatch(&ctx, &mut self.conn, op, again, None).await;
         }
         if result.is_ok() {
             // Every query of the read finished: the connection is clean.

@@ -3,6 +3,7 @@
 //! holds locks; a worker stopped in the middle of a vacuum.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use serde_json::json;
@@ -54,15 +55,19 @@ fn expected_digests(n: usize) -> Vec<(String, String)> {
 async fn terminated_api_sessions_answer_200_or_503_never_500(pool: PgPool) {
     let Stage { api, tenant, ns, .. } = stage(&pool, REDIS, &[]).await;
     let api = std::sync::Arc::new(api);
-    let until = Instant::now() + Duration::from_secs(10);
+    // Four readers call while the API's sessions are terminated three times,
+    // each time after they got 500 more answers, and until 500 after the last.
+    let answered = std::sync::Arc::new(AtomicUsize::new(0));
+    let done = std::sync::Arc::new(AtomicBool::new(false));
     let mut readers = tokio::task::JoinSet::new();
     for reader in 0..4usize {
         let (api, token, ws, agent) =
             (api.clone(), tenant.token.clone(), tenant.workspace.clone(), tenant.agent.clone());
+        let (answered, done) = (answered.clone(), done.clone());
         readers.spawn(async move {
             let mut statuses = Vec::new();
             let mut turn = reader;
-            while Instant::now() < until {
+            while !done.load(Ordering::Relaxed) {
                 let (path, input) = if turn % 2 == 0 {
                     ("agents/inspect", json!({ "agentId": agent }))
                 } else {
@@ -73,16 +78,26 @@ async fn terminated_api_sessions_answer_200_or_503_never_500(pool: PgPool) {
                     .post_json(&format!("/api/public/operations/{path}"), Some(&token), Some(&ws), &input)
                     .await;
                 statuses.push((response.status, response.headers.contains_key("retry-after")));
+                answered.fetch_add(1, Ordering::Relaxed);
                 turn += 1;
             }
             statuses
         });
     }
+    let more_answers = async |count: usize| {
+        let (from, deadline) = (answered.load(Ordering::Relaxed), Instant::now() + Duration::from_secs(60));
+        while answered.load(Ordering::Relaxed) < from + count {
+            assert!(Instant::now() < deadline, "the readers stopped getting answers");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    };
     let mut terminated = 0;
     for _ in 0..3 {
-        tokio::time::sleep(Duration::from_millis(2_500)).await;
+        more_answers(500).await;
         terminated += terminate_sessions(&pool, "svc-api").await;
     }
+    more_answers(500).await;
+    done.store(true, Ordering::Relaxed);
     let mut all = Vec::new();
     while let Some(statuses) = readers.join_next().await {
         all.extend(statuses.unwrap());
@@ -110,14 +125,21 @@ async fn processing_survives_its_sessions_being_terminated(pool: PgPool) {
     for i in 0..8 {
         sources.push(tenant.add_large(&api, i).await);
     }
-    let mut terminated = 0;
-    for _ in 0..3 {
-        tokio::time::sleep(Duration::from_millis(700)).await;
-        terminated += terminate_sessions(&pool, "svc-worker").await;
+    // Up to three times, the moment a revision is being processed, every
+    // session of the worker is terminated.
+    let processing = "SELECT count(*) FROM knowledge_revisions WHERE state = 'processing'";
+    let unfinished = "SELECT count(*) FROM knowledge_revisions WHERE state <> 'active'";
+    let (mut cuts, deadline) = (0, Instant::now() + Duration::from_secs(90));
+    while cuts < 3 && super::count(&pool, unfinished).await > 0 {
+        assert!(Instant::now() < deadline, "{}", worker.process.logs());
+        if super::count(&pool, processing).await > 0 && terminate_sessions(&pool, "svc-worker").await > 0 {
+            cuts += 1;
+        }
+        tokio::time::sleep(Duration::from_millis(2)).await;
     }
     let states = tenant.wait_all(&api, &sources, Duration::from_secs(90)).await;
     assert!(states.iter().all(|s| s == "active"), "{states:?}\n{}", worker.process.logs());
-    assert!(terminated > 0, "the worker's sessions were terminated");
+    assert!(cuts > 0, "the worker's sessions were terminated while it processed");
     assert_promoted_once(&pool, 8).await;
     let digests: Vec<(String, String)> = active_digests(&pool).await.into_iter().map(|(k, (_, d))| (k, d)).collect();
     assert_eq!(digests, expected_digests(8));
@@ -166,13 +188,14 @@ async fn a_frozen_replica_neither_blocks_the_others_nor_overwrites_later(pool: P
     assert_eq!(digests, expected_digests(12), "the right content");
     assert_promoted_once(&pool, 12).await;
 
-    // Thawed, the frozen replica finds its session and lease gone: nothing changes.
+    // Thawed, the frozen replica finds its session and lease gone: nothing
+    // changes. Stopped, it first finishes the attempts it had in flight, so
+    // whatever it would write is written once it has exited.
     frozen.process.signal("CONT").await;
-    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert!(frozen.process.terminate().await.success(), "{}", frozen.process.logs());
     assert_eq!(active_digests(&pool).await, before, "no older content overwrote a newer revision");
     assert_promoted_once(&pool, 12).await;
     assert!(other.process.terminate().await.success(), "{}", other.process.logs());
-    assert!(frozen.process.terminate().await.success(), "{}", frozen.process.logs());
     flush_namespace(REDIS, &ns).await;
 }
 

@@ -82,6 +82,15 @@ impl Meaning {
     }
 }
 
+/// What answers a question: the pool it reads, the model that writes the
+/// answer (else it is quoted) and what searches by meaning, when configured.
+#[derive(Clone, Copy)]
+pub struct Engine<'a> {
+    pub pool: &'a PgPool,
+    pub llm: Option<&'a Llm>,
+    pub meaning: Option<&'a Meaning>,
+}
+
 /// The best passages for `question`, best first, one per source (at most
 /// [`MAX_SOURCES`]), with what shows where each came from: by the question's
 /// words and, with `meaning`, by its meaning too.

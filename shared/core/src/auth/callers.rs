@@ -25,20 +25,19 @@
 //!   no notification arrived between the start of its read and its storing.
 //! - At most about `SVC_CALLER_CACHE_ENTRIES` callers are kept; when full,
 //!   expired entries go, and a new one is not kept if none has.
+//!
+//! The keeping itself is [`ListenCache`]'s, which the wait cache shares.
 
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Duration;
 
 use sha2::{Digest, Sha256};
 
 use crate::caller::Caller;
+use crate::listen_cache::{self, Figures, ListenCache};
 
 /// The channel migration 0015's triggers notify.
 pub const CHANNEL: &str = "caller_changed";
-
-const SHARDS: usize = 16;
 
 /// What an entry is found by: the SHA-256 of the credential and the Workspace
 /// header, never the credential itself.
@@ -60,9 +59,11 @@ impl Fingerprint {
         }
         Self(hash.finalize().into())
     }
+}
 
-    fn shard(&self) -> usize {
-        usize::from(self.0[0]) % SHARDS
+impl listen_cache::Key for Fingerprint {
+    fn spread(&self) -> usize {
+        usize::from(self.0[0])
     }
 }
 
@@ -72,38 +73,11 @@ impl std::fmt::Debug for Fingerprint {
     }
 }
 
-struct Entry {
-    caller: Arc<Caller>,
-    at: Instant,
-}
-
 /// Taken before an authentication whose caller may be kept.
-#[derive(Debug)]
-pub struct Ticket {
-    fingerprint: Fingerprint,
-    epoch: u64,
-    /// When the read began: a caller is as old as its read.
-    at: Instant,
-}
-
-/// Hits and misses since start, for `/metrics`.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct CallerCacheFigures {
-    pub hits: u64,
-    pub misses: u64,
-    pub entries: usize,
-    pub live: bool,
-}
+pub type Ticket = listen_cache::Ticket<Fingerprint>;
 
 pub struct CallerCache {
-    shards: Box<[Mutex<HashMap<Fingerprint, Entry>>]>,
-    per_shard: usize,
-    max_age: Duration,
-    live: AtomicBool,
-    /// Notifications (and losses of the listener) so far.
-    epoch: AtomicU64,
-    hits: AtomicU64,
-    misses: AtomicU64,
+    kept: ListenCache<Fingerprint, Arc<Caller>>,
 }
 
 impl CallerCache {
@@ -113,78 +87,34 @@ impl CallerCache {
     /// A cache of at most about `capacity` callers (0 keeps nothing), each
     /// used for at most `max_age`.
     pub fn new(capacity: usize, max_age: Duration) -> Self {
-        Self {
-            shards: (0..SHARDS).map(|_| Mutex::default()).collect(),
-            per_shard: capacity.div_ceil(SHARDS),
-            max_age,
-            live: AtomicBool::new(false),
-            epoch: AtomicU64::new(0),
-            hits: AtomicU64::new(0),
-            misses: AtomicU64::new(0),
-        }
+        Self { kept: ListenCache::new(capacity, max_age) }
     }
 
     /// Whether it keeps nothing, ever (a capacity of 0).
     pub fn is_off(&self) -> bool {
-        self.per_shard == 0
-    }
-
-    fn enabled(&self) -> bool {
-        !self.is_off() && self.live.load(Ordering::Acquire)
-    }
-
-    fn shard(&self, fingerprint: &Fingerprint) -> MutexGuard<'_, HashMap<Fingerprint, Entry>> {
-        lock(&self.shards[fingerprint.shard()])
+        self.kept.is_off()
     }
 
     /// The kept caller for `fingerprint`, if fresh.
     pub fn get(&self, fingerprint: &Fingerprint) -> Option<Arc<Caller>> {
-        if !self.enabled() {
-            return None;
-        }
-        let found = self
-            .shard(fingerprint)
-            .get(fingerprint)
-            .filter(|e| e.at.elapsed() < self.max_age)
-            .map(|e| e.caller.clone());
-        let counter = if found.is_some() { &self.hits } else { &self.misses };
-        counter.fetch_add(1, Ordering::Relaxed);
-        found
+        self.kept.get(fingerprint, |caller| Some(caller.clone()))
     }
 
     /// Call before authenticating from PostgreSQL; `None` when nothing may be kept.
     pub fn ticket(&self, fingerprint: Fingerprint) -> Option<Ticket> {
-        if !self.enabled() {
-            return None;
-        }
-        Some(Ticket { fingerprint, epoch: self.epoch.load(Ordering::Acquire), at: Instant::now() })
+        self.kept.ticket(fingerprint)
     }
 
     /// Keeps `caller`, authenticated after `ticket` was taken, unless a
     /// notification arrived since (the read may predate the change it
     /// announced) or the cache is full of fresh entries.
     pub fn keep(&self, ticket: Ticket, caller: Arc<Caller>) {
-        let mut shard = self.shard(&ticket.fingerprint);
-        // Checked under the shard's lock: a clear that bumps the epoch after
-        // this check waits for the lock, and then drops what is stored here.
-        if self.epoch.load(Ordering::Acquire) != ticket.epoch || !self.enabled() {
-            return;
-        }
-        if shard.len() >= self.per_shard && !shard.contains_key(&ticket.fingerprint) {
-            shard.retain(|_, e| e.at.elapsed() < self.max_age);
-            if shard.len() >= self.per_shard {
-                return;
-            }
-        }
-        shard.insert(ticket.fingerprint, Entry { caller, at: ticket.at });
+        self.kept.keep(ticket, caller);
     }
 
     /// Forgets every caller; a read begun before is not kept after.
     pub fn clear(&self) {
-        self.epoch.fetch_add(1, Ordering::AcqRel);
-        for shard in self.shards.iter() {
-            lock(shard).clear();
-        }
+        self.kept.clear();
     }
 
     /// A notification: something callers are made of changed.
@@ -194,30 +124,18 @@ impl CallerCache {
 
     /// Listening: from now on every change is heard, so callers may be kept.
     pub fn listening(&self) {
-        self.clear();
-        self.live.store(true, Ordering::Release);
+        self.kept.listening();
     }
 
     /// Not listening (connection lost): changes may go unheard, so nothing is
     /// kept or used until [`CallerCache::listening`].
     pub fn deaf(&self) {
-        self.live.store(false, Ordering::Release);
-        self.clear();
+        self.kept.deaf();
     }
 
-    pub fn figures(&self) -> CallerCacheFigures {
-        CallerCacheFigures {
-            hits: self.hits.load(Ordering::Relaxed),
-            misses: self.misses.load(Ordering::Relaxed),
-            entries: self.shards.iter().map(|shard| lock(shard).len()).sum(),
-            live: self.live.load(Ordering::Relaxed),
-        }
+    pub fn figures(&self) -> Figures {
+        self.kept.figures()
     }
-}
-
-/// A panic while holding a shard leaves plain data: use it.
-fn lock<T>(shard: &Mutex<T>) -> MutexGuard<'_, T> {
-    shard.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 #[cfg(test)]
@@ -225,6 +143,7 @@ mod tests {
     use super::*;
     use crate::caller::{KeyHolder, Principal, Selection};
     use crate::ids::ApiKeyId;
+    use crate::listen_cache::SHARDS;
 
     fn caller() -> Arc<Caller> {
         let key = KeyHolder { id: ApiKeyId::new(), key_prefix: "svck_abcdefgh".into(), scopes: vec![] };

@@ -12,11 +12,10 @@ use svc_contract::chat::MAX_PUBLIC_QUESTION_CHARS;
 use svc_contract::{Issue, Problem, ProblemCode};
 
 use super::PublicAgent;
-use crate::answers::{self, Answer, Speaker};
+use crate::answers::{self, Answer, Engine, Speaker};
 use crate::entitlements::{Entitlement, LimitKey};
 use crate::error::Result;
 use crate::ids::ConversationId;
-use crate::service::Service;
 use crate::store;
 
 /// An answer and the conversation it belongs to.
@@ -60,14 +59,14 @@ const MIN_TOP_P: f64 = 0.01;
 /// spent). Takes pooled connections only while it reads or writes: none is
 /// held while a model answers.
 pub async fn ask(
-    service: &Service,
+    engine: Engine<'_>,
     public: &PublicAgent,
     question: &str,
     conversation: Option<ConversationId>,
 ) -> Result<Asked> {
     let (agent, entitlement) = (&public.agent, &public.entitlement);
     let (conversation, new) = {
-        let mut conn = crate::runtime::connection(service.pool()).await?;
+        let mut conn = crate::runtime::connection(engine.pool).await?;
         match conversation {
             Some(id) if store::conversations::exists(&mut conn, id, agent.id).await? => (id, false),
             _ => {
@@ -80,11 +79,11 @@ pub async fn ask(
             }
         }
     };
-    match answers::answer(service.pool(), service.llm(), service.meaning(), &speaker(public), question).await {
+    match answers::answer(engine.pool, engine.llm, engine.meaning, &speaker(public), question).await {
         Ok(answer) => Ok(Asked { conversation, answer }),
         Err(error) => {
             if new {
-                give_back(service, conversation).await;
+                give_back(engine.pool, conversation).await;
             }
             Err(error)
         }
@@ -93,9 +92,9 @@ pub async fn ask(
 
 /// Uncounts a conversation that got no answer. Best effort: the error that
 /// ended the conversation is what the caller hears about.
-async fn give_back(service: &Service, conversation: ConversationId) {
+async fn give_back(pool: &sqlx::PgPool, conversation: ConversationId) {
     let given_back = async {
-        let mut conn = crate::runtime::connection(service.pool()).await?;
+        let mut conn = crate::runtime::connection(pool).await?;
         store::conversations::give_back(&mut conn, conversation).await
     };
     if let Err(error) = given_back.await {

@@ -258,7 +258,7 @@ pub async fn add(
         Added::NoAgent => return Err(agent_not_found().into()),
         Added::KeyExists => {
             // Over a limit, the limit is the answer (the contract's order of checks).
-            crate::entitlements::check(conn, scope.workspace, entitlement, &wanted).await?;
+            store::usage::check_room(conn, scope.workspace, entitlement, &wanted).await?;
             let mut problem = Problem::invalid("key_exists", "A live source of this Agent already has this key.")
                 .with_detail("key", key);
             if let Some(existing) = existing {
@@ -268,7 +268,7 @@ pub async fn add(
         }
     };
     if !room_taken {
-        crate::entitlements::reserve(conn, scope.workspace, entitlement, &wanted).await?;
+        store::usage::reserve_within_limits(conn, scope.workspace, entitlement, &wanted).await?;
     }
     Ok((*row, Job::ProcessRevision { revision: ids.revision }))
 }
@@ -356,7 +356,7 @@ async fn replace_held(
     // before the new revision's are checked against the limit.
     let (wanted, freed) =
         (Delta::of(LimitKey::KnowledgeBytes, submission.bytes()), Delta::of(LimitKey::KnowledgeBytes, -freed));
-    crate::entitlements::reserve_freeing(conn, scope.workspace, scope.entitlement, &wanted, &freed).await?;
+    store::usage::reserve_within_limits_freeing(conn, scope.workspace, scope.entitlement, &wanted, &freed).await?;
     Ok(Replaced::Candidate(Job::ProcessRevision { revision }))
 }
 

@@ -673,14 +673,13 @@ mod tests {
     use sqlx::PgPool;
 
     use super::{Choosing, process, process_next, take_next};
-    use crate::reconcile::apply;
-    use crate::runtime::sizes::{future_of_1, future_of_2, future_of_3, future_of_4};
+    use crate::runtime::sizes::{future_of_1, future_of_2, future_of_3};
     use svc_search::maintain;
 
     /// A worker job's future is moved whole as apalis, backon and tokio
-    /// wrap, spawn and poll it: what a job awaits (processing, a merge, a
-    /// reconcile run) holds none of sqlx's acquire future (8.6 kB in a
-    /// release build), whose wait is boxed (`runtime::connection`).
+    /// wrap, spawn and poll it: what a job awaits (processing, a merge; a
+    /// reconcile run's has its own test) holds none of sqlx's acquire future
+    /// (8.6 kB in a release build), whose wait is boxed (`runtime::connection`).
     /// Unoptimized futures are sized otherwise (acquire's is 2.5 kB, ours
     /// larger): `cargo test --release` checks this one, and clippy refuses
     /// `Pool::acquire` outside `runtime::connection` in every build.
@@ -694,7 +693,6 @@ mod tests {
             ("take_next", future_of_2(take_next)),
             ("process", future_of_3(process)),
             ("merge::maintain", future_of_3(maintain)),
-            ("reconcile::apply", future_of_4(apply)),
         ] {
             assert!(size < acquire, "{name}: {size} bytes, acquire {acquire}");
         }

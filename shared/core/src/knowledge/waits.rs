@@ -23,52 +23,38 @@
 //! - A read that raced a notification is not kept: each shard counts the
 //!   notifications it has seen, and an entry is stored only if none arrived
 //!   between the start of its read and its storing.
+//!
+//! The keeping itself is [`ListenCache`]'s, which the caller cache shares.
 
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Mutex, MutexGuard};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use svc_contract::knowledge::KnowledgeSource;
 
 use crate::ids::{AgentId, SourceId, WorkspaceId};
+use crate::listen_cache::{self, Figures, ListenCache};
 
 /// The channel migration 0011's trigger notifies, with the source id as payload.
 pub const CHANNEL: &str = "knowledge_source_changed";
 
-const SHARDS: usize = 16;
-
-pub struct WaitCache {
-    shards: Box<[Mutex<Shard>]>,
-    per_shard: usize,
-    max_age: Duration,
-    live: AtomicBool,
-    hits: AtomicU64,
-    misses: AtomicU64,
+impl listen_cache::Key for SourceId {
+    fn spread(&self) -> usize {
+        // Ids end in random bits (UUIDv7).
+        self.0.as_u128() as usize
+    }
 }
 
-#[derive(Default)]
-struct Shard {
-    /// Notifications (and restarts) this shard has seen.
-    epoch: u64,
-    entries: HashMap<SourceId, Entry>,
+pub struct WaitCache {
+    kept: ListenCache<SourceId, Entry>,
 }
 
 struct Entry {
     workspace: WorkspaceId,
     agent: AgentId,
     source: KnowledgeSource,
-    at: Instant,
 }
 
 /// Taken before a read whose result may be kept.
-#[derive(Debug)]
-pub struct Ticket {
-    shard: usize,
-    epoch: u64,
-    /// When the read began: an answer is as old as its read.
-    at: Instant,
-}
+pub type Ticket = listen_cache::Ticket<SourceId>;
 
 /// What a write through this process made stale, forgotten once it commits.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -80,15 +66,6 @@ pub enum Stale {
     Agent(AgentId),
 }
 
-/// Hits and misses since start, for `/metrics`.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct WaitCacheFigures {
-    pub hits: u64,
-    pub misses: u64,
-    pub entries: usize,
-    pub live: bool,
-}
-
 impl WaitCache {
     /// The longest an entry is used without news from PostgreSQL, by default.
     pub const MAX_AGE: Duration = Duration::from_secs(1);
@@ -96,102 +73,41 @@ impl WaitCache {
     /// A cache of at most about `capacity` sources (0 keeps nothing), each
     /// used for at most `max_age`.
     pub fn new(capacity: usize, max_age: Duration) -> Self {
-        Self {
-            shards: (0..SHARDS).map(|_| Mutex::default()).collect(),
-            per_shard: capacity.div_ceil(SHARDS),
-            max_age,
-            live: AtomicBool::new(false),
-            hits: AtomicU64::new(0),
-            misses: AtomicU64::new(0),
-        }
-    }
-
-    fn shard(&self, id: SourceId) -> (usize, MutexGuard<'_, Shard>) {
-        // Ids end in random bits (UUIDv7).
-        let index = (id.0.as_u128() % SHARDS as u128) as usize;
-        (index, lock(&self.shards[index]))
-    }
-
-    /// Keeps only the entries `keep` accepts, in every shard; a read begun
-    /// before is not kept after.
-    fn drop_unless(&self, keep: impl Fn(&Entry) -> bool) {
-        for shard in self.shards.iter() {
-            let mut shard = lock(shard);
-            shard.epoch += 1;
-            shard.entries.retain(|_, e| keep(e));
-        }
-    }
-
-    fn clear(&self) {
-        self.drop_unless(|_| false);
-    }
-
-    fn drop_source(&self, id: SourceId) {
-        let (_, mut shard) = self.shard(id);
-        shard.epoch += 1;
-        shard.entries.remove(&id);
+        Self { kept: ListenCache::new(capacity, max_age) }
     }
 
     /// Whether it keeps nothing, ever (a capacity of 0).
     pub fn is_off(&self) -> bool {
-        self.per_shard == 0
-    }
-
-    fn enabled(&self) -> bool {
-        !self.is_off() && self.live.load(Ordering::Acquire)
+        self.kept.is_off()
     }
 
     /// The kept answer for `id`, if it is the caller's (same Workspace and
     /// Agent) and fresh. Another tenant's source is never answered from here.
     pub fn get(&self, workspace: WorkspaceId, agent: AgentId, id: SourceId) -> Option<KnowledgeSource> {
-        if !self.enabled() {
-            return None;
-        }
-        let (_, shard) = self.shard(id);
-        let found = shard
-            .entries
-            .get(&id)
-            .filter(|e| e.workspace == workspace && e.agent == agent && e.at.elapsed() < self.max_age)
-            .map(|e| e.source.clone());
-        drop(shard);
-        let counter = if found.is_some() { &self.hits } else { &self.misses };
-        counter.fetch_add(1, Ordering::Relaxed);
-        found
+        self.kept.get(&id, |e| (e.workspace == workspace && e.agent == agent).then(|| e.source.clone()))
     }
 
     /// Call before reading `id` from PostgreSQL; `None` when nothing may be kept.
     pub fn ticket(&self, id: SourceId) -> Option<Ticket> {
-        if !self.enabled() {
-            return None;
-        }
-        let (shard, guard) = self.shard(id);
-        Some(Ticket { shard, epoch: guard.epoch, at: Instant::now() })
+        self.kept.ticket(id)
     }
 
     /// Keeps an answer that is not terminal, read after `ticket` was taken,
     /// unless a notification reached its shard since (the read may predate
     /// the change it announced) or the shard is full of fresh entries.
     pub fn keep(&self, ticket: Ticket, workspace: WorkspaceId, agent: AgentId, id: SourceId, source: &KnowledgeSource) {
-        let (index, mut shard) = self.shard(id);
-        if index != ticket.shard || shard.epoch != ticket.epoch || !self.enabled() {
+        if *ticket.key() != id {
             return;
         }
-        if shard.entries.len() >= self.per_shard && !shard.entries.contains_key(&id) {
-            shard.entries.retain(|_, e| e.at.elapsed() < self.max_age);
-            if shard.entries.len() >= self.per_shard {
-                return;
-            }
-        }
-        let entry = Entry { workspace, agent, source: source.clone(), at: ticket.at };
-        shard.entries.insert(id, entry);
+        self.kept.keep(ticket, Entry { workspace, agent, source: source.clone() });
     }
 
     /// A notification: `payload` (a source id) changed.
     pub fn changed(&self, payload: &str) {
         match uuid::Uuid::parse_str(payload) {
-            Ok(uuid) => self.drop_source(SourceId(uuid)),
+            Ok(uuid) => self.kept.remove(&SourceId(uuid)),
             // Not ours to read: forget everything rather than miss a change.
-            Err(_) => self.clear(),
+            Err(_) => self.kept.clear(),
         }
     }
 
@@ -201,38 +117,25 @@ impl WaitCache {
     pub fn forget(&self, stale: Stale) {
         match stale {
             Stale::Nothing => {}
-            Stale::Source(id) => self.drop_source(id),
-            Stale::Agent(agent) => self.drop_unless(|e| e.agent != agent),
+            Stale::Source(id) => self.kept.remove(&id),
+            Stale::Agent(agent) => self.kept.retain(|e| e.agent != agent),
         }
     }
 
     /// Listening: from now on every change is heard, so answers may be kept.
     pub fn listening(&self) {
-        self.clear();
-        self.live.store(true, Ordering::Release);
+        self.kept.listening();
     }
 
     /// Not listening (connection lost): changes may go unheard, so nothing is
     /// kept or used until [`WaitCache::listening`].
     pub fn deaf(&self) {
-        self.live.store(false, Ordering::Release);
-        self.clear();
+        self.kept.deaf();
     }
 
-    pub fn figures(&self) -> WaitCacheFigures {
-        let entries = self.shards.iter().map(|shard| lock(shard).entries.len()).sum();
-        WaitCacheFigures {
-            hits: self.hits.load(Ordering::Relaxed),
-            misses: self.misses.load(Ordering::Relaxed),
-            entries,
-            live: self.live.load(Ordering::Relaxed),
-        }
+    pub fn figures(&self) -> Figures {
+        self.kept.figures()
     }
-}
-
-/// A panic while holding a shard leaves plain data: use it.
-fn lock(shard: &Mutex<Shard>) -> MutexGuard<'_, Shard> {
-    shard.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 #[cfg(test)]
@@ -240,6 +143,7 @@ mod tests {
     use svc_contract::knowledge::{Provenance, ProvenanceKind, SourceState};
 
     use super::*;
+    use crate::listen_cache::SHARDS;
 
     fn shown(id: SourceId) -> KnowledgeSource {
         KnowledgeSource {

@@ -9,7 +9,7 @@ use svc_contract::resources::{self, AgentConfiguration, AgentStatus};
 use svc_contract::schema::True;
 
 use super::{Ctx, Done, Handler, Lock, Page};
-use crate::entitlements::{self, LimitKey};
+use crate::entitlements::LimitKey;
 use crate::error::Result;
 use crate::ids::AgentId;
 use crate::store::agents::{AgentRow, NewAgent};
@@ -96,7 +96,8 @@ impl Handler for Create {
                     Some(row) => row,
                     None => {
                         // Over the limit, the limit is the answer (the contract's order of checks).
-                        entitlements::check(conn, ws.id, ctx.held.as_ref().unwrap_or(&ws.entitlement), &wanted).await?;
+                        store::usage::check_room(conn, ws.id, ctx.held.as_ref().unwrap_or(&ws.entitlement), &wanted)
+                            .await?;
                         let message = format!("An Agent of this Workspace already has the slug `{slug}`.");
                         return Err(Problem::invalid("slug_taken", message).with_detail("slug", slug.as_str()).into());
                     }

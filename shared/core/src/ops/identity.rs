@@ -44,7 +44,7 @@ impl Handler for Status {
         Ok(IdentityStatus {
             client: ClientInfo {
                 version: ctx.client.version.clone().unwrap_or_else(|| "unknown".to_owned()),
-                endpoint: ctx.service.config.public_base_url.clone(),
+                endpoint: ctx.shared.config.public_base_url.clone(),
             },
             auth: AuthInfo { mode, secret_location: ctx.client.secret_location, expires_at },
             user,

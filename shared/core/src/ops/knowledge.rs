@@ -171,11 +171,11 @@ impl Handler for Wait {
 
     async fn handle(ctx: &Ctx<'_>, conn: &mut PgConnection, input: SourceInput) -> Result<Done<Self::Output>> {
         let (agent, source) = (agent_id(&input.agent_id)?, source_id(&input.source_id)?);
-        let waits = &ctx.service.waits;
+        let waits = &ctx.shared.waits;
         let waited =
             knowledge::wait(conn, waits, ctx.workspace()?.id, agent, source).await?.ok_or_else(source_not_found)?;
         let retry_after_ms =
-            if waited.terminal { None } else { Some(knowledge::retry_after_ms(ctx.service.backlog(conn).await?)) };
+            if waited.terminal { None } else { Some(knowledge::retry_after_ms(ctx.shared.backlog(conn).await?)) };
         Ok(WaitOutput { knowledge_source: waited.source, terminal: waited.terminal, retry_after_ms }.into())
     }
 }

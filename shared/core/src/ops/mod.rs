@@ -39,6 +39,7 @@ use sqlx::{Connection, PgConnection};
 use svc_contract::{Issue, Operation, OperationId, Problem};
 use time::OffsetDateTime;
 
+use crate::call::{self, ClientHints, Reply, Shared};
 use crate::caller::{Caller, Principal, WorkspaceContext};
 use crate::entitlements::{self, Entitlement};
 use crate::error::{Error, Result};
@@ -46,14 +47,13 @@ use crate::idempotency::{Claim, IdempotencyKey};
 use crate::ids::UserId;
 use crate::jobs::Job;
 use crate::knowledge::waits::Stale;
-use crate::service::{ClientHints, Reply, Service, Session};
 use crate::store::types::StoredWorkspaceStatus;
 use crate::store::usage::Delta;
 use crate::store::workspaces::Held;
 
 /// What a handler knows about its call.
 pub(crate) struct Ctx<'a> {
-    pub service: &'a Service,
+    pub shared: &'a Shared,
     pub caller: &'a Caller,
     pub workspace: Option<&'a WorkspaceContext>,
     pub client: &'a ClientHints,
@@ -105,7 +105,7 @@ async fn hold(ctx: &Ctx<'_>, conn: &mut PgConnection) -> Result<Entitlement> {
 /// call it after the handler's other writes (see `store::usage`).
 pub(crate) async fn reserve(ctx: &Ctx<'_>, conn: &mut PgConnection, delta: &Delta) -> Result<()> {
     let ws = ctx.workspace()?;
-    entitlements::reserve(conn, ws.id, ctx.held.as_ref().unwrap_or(&ws.entitlement), delta).await
+    crate::store::usage::reserve_within_limits(conn, ws.id, ctx.held.as_ref().unwrap_or(&ws.entitlement), delta).await
 }
 
 /// How a mutation's transaction treats the selected Workspace.
@@ -256,7 +256,7 @@ respond_with_data!(
 /// Every operation, with the runner its policy needs.
 pub(crate) async fn dispatch(
     ctx: &Ctx<'_>,
-    session: &mut Session<'_>,
+    session: &mut call::Connection<'_>,
     op: &'static Operation,
     input: Value,
     key: Option<String>,
@@ -311,7 +311,7 @@ fn parse<T: DeserializeOwned>(input: Value) -> Result<T> {
 /// Runs a read-only handler on the session's connection.
 async fn read<H: Handler>(
     ctx: &Ctx<'_>,
-    session: &mut Session<'_>,
+    session: &mut call::Connection<'_>,
     op: &'static Operation,
     input: Value,
 ) -> Result<Reply> {
@@ -327,7 +327,7 @@ async fn read<H: Handler>(
 /// it uses them, because it also waits on something slow (a model): the
 /// session's connection is returned first.
 async fn detached<T: Respond>(
-    session: &mut Session<'_>,
+    session: &mut call::Connection<'_>,
     op: &'static Operation,
     handler: impl Future<Output = Result<T>>,
 ) -> Result<Reply> {
@@ -352,7 +352,7 @@ enum Written {
 /// rollback.
 async fn write<H: Handler>(
     ctx: &Ctx<'_>,
-    session: &mut Session<'_>,
+    session: &mut call::Connection<'_>,
     op: &'static Operation,
     input: Value,
     key: Option<String>,
@@ -366,7 +366,7 @@ async fn write<H: Handler>(
     let _turn = match (H::LOCK.places(), workspace) {
         (Some(places), Some(ws)) => {
             session.release();
-            Some(ctx.service.gates.enter(ws, places).await?)
+            Some(ctx.shared.gates.enter(ws, places).await?)
         }
         _ => None,
     };
@@ -448,12 +448,12 @@ async fn write<H: Handler>(
 
 /// What follows a write's commit: the kept `wait` answers it made stale are
 /// forgotten and its jobs enqueued.
-async fn committed(ctx: &Ctx<'_>, session: &mut Session<'_>, jobs: Vec<Job>, stale: Stale) {
-    ctx.service.waits.forget(stale);
+async fn committed(ctx: &Ctx<'_>, session: &mut call::Connection<'_>, jobs: Vec<Job>, stale: Stale) {
+    ctx.shared.waits.forget(stale);
     if !jobs.is_empty() {
         // Redis may be slow or down: no pooled connection waits on it.
         session.release();
-        ctx.service.enqueue(&jobs).await;
+        ctx.shared.enqueue(&jobs).await;
     }
 }
 

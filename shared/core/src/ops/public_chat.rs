@@ -28,7 +28,7 @@ impl Handler for Inspect {
     async fn handle(ctx: &Ctx<'_>, conn: &mut PgConnection, input: AgentInput) -> Result<Done<PublicChatOutput>> {
         let agent = agent_id(&input.agent_id)?;
         let state = chat::agent_chat(conn, ctx.workspace()?.id, agent).await?.ok_or_else(not_found)?;
-        let public_chat = chat::public_chat(&ctx.service.config().public_base_url, agent, state.enabled, state.website);
+        let public_chat = chat::public_chat(&ctx.shared.config.public_base_url, agent, state.enabled, state.website);
         Ok(PublicChatOutput { public_chat }.into())
     }
 }
@@ -48,7 +48,7 @@ impl Handler for Enable {
             return Err(not_found().into());
         }
         let row = store::chat::set_public_chat(conn, agent, true, &input.website).await?;
-        let public_chat = chat::public_chat(&ctx.service.config().public_base_url, agent, row.enabled, row.website);
+        let public_chat = chat::public_chat(&ctx.shared.config.public_base_url, agent, row.enabled, row.website);
         Ok(PublicChatOutput { public_chat }.into())
     }
 }
@@ -74,7 +74,7 @@ impl Handler for Disable {
         }
         // The website stays, for the next enable.
         let row = store::chat::set_public_chat(conn, agent, false, &svc_contract::patch::Patch::Keep).await?;
-        let public_chat = chat::public_chat(&ctx.service.config().public_base_url, agent, row.enabled, row.website);
+        let public_chat = chat::public_chat(&ctx.shared.config.public_base_url, agent, row.enabled, row.website);
         Ok(PublicChatOutput { public_chat }.into())
     }
 }
@@ -90,7 +90,7 @@ impl Handler for Url {
         if store::agents::get(conn, ctx.workspace()?.id, agent).await?.is_none() {
             return Err(not_found().into());
         }
-        let url = chat::public_chat_url(&ctx.service.config().public_base_url, agent);
+        let url = chat::public_chat_url(&ctx.shared.config.public_base_url, agent);
         Ok(UrlOutput { agent_id: agent.to_string(), url }.into())
     }
 }

@@ -65,7 +65,7 @@ impl Handler for Manifest {
         let ws = ctx.workspace()?;
         let agent = agent_id(&input.agent_id)?;
         let state = chat::agent_chat(conn, ws.id, agent).await?.ok_or_else(not_found)?;
-        let public_chat = chat::public_chat(&ctx.service.config().public_base_url, agent, state.enabled, state.website);
+        let public_chat = chat::public_chat(&ctx.shared.config.public_base_url, agent, state.enabled, state.website);
         Ok(ManifestOutput {
             workspace: ManifestRef { id: ws.id.to_string(), slug: ws.slug.clone() },
             agent: ManifestRef { id: agent.to_string(), slug: state.agent_slug },
@@ -83,7 +83,7 @@ impl Handler for Manifest {
 pub(crate) async fn verify(ctx: &Ctx<'_>, input: VerifyInput) -> Result<VerifyOutput> {
     let agent_id = agent_id(&input.agent_id)?;
     let (agent, knowledge_ready) = {
-        let mut conn = crate::runtime::connection(ctx.service.pool()).await?;
+        let mut conn = crate::runtime::connection(&ctx.shared.pool).await?;
         let workspace = ctx.workspace()?.id;
         let agent = chat::public_agent(&mut conn, agent_id)
             .await?
@@ -105,7 +105,7 @@ pub(crate) async fn verify(ctx: &Ctx<'_>, input: VerifyInput) -> Result<VerifyOu
         // No answer is asked for, so no conversation is spent.
         return Err(failed(&checks, "The Widget is not ready to answer on this origin.").into());
     }
-    let asked = chat::ask(ctx.service, &agent, &input.question, None).await;
+    let asked = chat::ask(ctx.shared.engine(), &agent, &input.question, None).await;
     let answer = match asked {
         Ok(asked) => asked.answer.text,
         Err(Error::Problem(problem)) if problem.code == ProblemCode::ProcessingFailed => {

@@ -210,7 +210,10 @@ async fn hand_back_stale(inner: Weak<Inner>) {
         return;
     };
     let mut closed = std::pin::pin!(closed);
-    let mut ticks = tokio::time::interval(fresh.max(Duration::from_millis(10)));
+    // The first look a period from now: a connection taken after this starts
+    // is fresh until then.
+    let period = fresh.max(Duration::from_millis(10));
+    let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         let closing = tokio::select! {

@@ -14,7 +14,10 @@
 
 use sqlx::{Connection, PgConnection};
 
-use crate::entitlements::LimitKey;
+use svc_contract::Problem;
+
+use crate::entitlements::{self, Entitlement};
+pub use crate::entitlements::{Delta, Usage};
 use crate::ids::WorkspaceId;
 
 pub mod shards;
@@ -27,62 +30,7 @@ use shards::{Reservation, Wanted};
 const UNDECIDED_TRIES: u32 = 50;
 const UNDECIDED_PAUSE: std::time::Duration = std::time::Duration::from_millis(10);
 
-/// Usage counted against the limits, by limit key.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Usage {
-    pub agents: i64,
-    pub api_keys: i64,
-    pub knowledge_sources: i64,
-    pub knowledge_bytes: i64,
-    /// Conversations of the current calendar month (UTC).
-    pub conversations: i64,
-}
-
-impl Usage {
-    pub fn get(&self, key: LimitKey) -> i64 {
-        match key {
-            LimitKey::Agents => self.agents,
-            LimitKey::ApiKeys => self.api_keys,
-            LimitKey::KnowledgeSources => self.knowledge_sources,
-            LimitKey::KnowledgeBytes => self.knowledge_bytes,
-            LimitKey::Conversations => self.conversations,
-        }
-    }
-
-    /// `usage` as the Entitlement reports it.
-    pub fn to_map(&self) -> std::collections::BTreeMap<String, u64> {
-        LimitKey::ALL.iter().map(|k| (k.as_str().to_owned(), self.get(*k).max(0) as u64)).collect()
-    }
-}
-
-/// A change of usage: how much each counter grows (negative: shrinks).
-pub type Delta = Usage;
-
 impl Delta {
-    /// A change of one counter.
-    pub fn of(key: LimitKey, amount: i64) -> Self {
-        let mut delta = Self::default();
-        match key {
-            LimitKey::Agents => delta.agents = amount,
-            LimitKey::ApiKeys => delta.api_keys = amount,
-            LimitKey::KnowledgeSources => delta.knowledge_sources = amount,
-            LimitKey::KnowledgeBytes => delta.knowledge_bytes = amount,
-            LimitKey::Conversations => delta.conversations = amount,
-        }
-        delta
-    }
-
-    /// This change and `other` together.
-    pub fn and(self, other: Delta) -> Self {
-        Self {
-            agents: self.agents + other.agents,
-            api_keys: self.api_keys + other.api_keys,
-            knowledge_sources: self.knowledge_sources + other.knowledge_sources,
-            knowledge_bytes: self.knowledge_bytes + other.knowledge_bytes,
-            conversations: self.conversations + other.conversations,
-        }
-    }
-
     /// The knowledge this change grows (reserved on the shards), and the rest
     /// (applied to the row, frees of knowledge included).
     fn split(&self) -> (Delta, Delta) {
@@ -131,7 +79,7 @@ pub async fn get(conn: &mut PgConnection, workspace: WorkspaceId) -> sqlx::Resul
 }
 
 /// Applies `delta` if every counter it grows stays within its limit (`limits`,
-/// in the order of [`LimitKey::ALL`]); `false`, with nothing written, otherwise
+/// in the order of [`entitlements::LimitKey::ALL`]); `false`, with nothing written, otherwise
 /// (also when room is left only on shards other writers held throughout).
 /// A counter the delta does not grow is not checked, so a Workspace over a
 /// lowered limit can still shrink.
@@ -163,6 +111,64 @@ pub async fn reserve(
         both.rollback().await?
     }
     Ok(reserved)
+}
+
+/// Grows the Workspace's usage by `delta` within `entitlement`'s limits, in
+/// the caller's transaction: `limit_exceeded` (and nothing written) when a
+/// counter the delta grows would pass its limit. The check and the count are
+/// one step ([`reserve`]), so concurrent writers never pass a limit together;
+/// what it locks is held until the transaction ends, so the caller makes it
+/// its last write.
+pub async fn reserve_within_limits(
+    conn: &mut PgConnection,
+    workspace: WorkspaceId,
+    entitlement: &Entitlement,
+    delta: &Delta,
+) -> crate::error::Result<()> {
+    reserve_within_limits_freeing(conn, workspace, entitlement, delta, &Delta::default()).await
+}
+
+/// [`reserve_within_limits`] for a write that also frees usage (`freed`,
+/// negative), as one change of usage: checked as if the freeing came first,
+/// and refused naming what was `wanted`. One change, so the write never holds
+/// the usage row while it waits for room on the shards.
+pub async fn reserve_within_limits_freeing(
+    conn: &mut PgConnection,
+    workspace: WorkspaceId,
+    entitlement: &Entitlement,
+    wanted: &Delta,
+    freed: &Delta,
+) -> crate::error::Result<()> {
+    let net = wanted.and(*freed);
+    if reserve(conn, workspace, &net, entitlement.limit_array()).await? {
+        return Ok(());
+    }
+    let current = get(conn, workspace).await?.and(*freed);
+    match entitlements::refused(&current, entitlement, wanted) {
+        Some(problem) => Err(problem.into()),
+        // The counters moved between the two statements, or the room left was
+        // escrowed to other writers' shards throughout: nothing was written,
+        // and a retry decides.
+        None => Err(Problem::busy().into()),
+    }
+}
+
+/// `limit_exceeded` when the usage committed now already leaves no room for
+/// `delta` (read without a lock: [`reserve_within_limits`] decides). A write
+/// that meets another problem before its reservation asks this first, so a
+/// call over a limit is refused for the limit whatever else is wrong with it
+/// (contract's order of checks).
+pub async fn check_room(
+    conn: &mut PgConnection,
+    workspace: WorkspaceId,
+    entitlement: &Entitlement,
+    delta: &Delta,
+) -> crate::error::Result<()> {
+    let current = get(conn, workspace).await?;
+    match entitlements::refused(&current, entitlement, delta) {
+        Some(problem) => Err(problem.into()),
+        None => Ok(()),
+    }
 }
 
 /// Grows knowledge on the shards: a few tries while the room left is escrowed
