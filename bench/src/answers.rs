@@ -22,12 +22,13 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use serde_json::Value;
 use svc_contract::resources::Language;
-use svc_core::answers::{self, Speaker};
+use svc_core::answers::{self, Meaning, Speaker};
 use svc_core::ids::AgentId;
 
 use crate::common::Stack;
@@ -422,22 +423,23 @@ async fn speed(options: &Options) -> anyhow::Result<()> {
          {} answers by {concurrency} concurrent askers per row",
         2 * questions.len()
     );
-    println!("\n| figure | no statistics | after ANALYZE |\n| --- | ---: | ---: |");
-    let cold = ask(&stack, &speaker, &questions, concurrency).await?;
+    // Words and meaning (what the service answers with) before and after
+    // ANALYZE, then by words alone, the same questions of the same index.
+    let meaning = stack.meaning.clone();
+    let cold = ask(&stack, &speaker, &questions, concurrency, meaning.clone()).await?;
     sqlx::query("ANALYZE").execute(&stack.pool).await?;
-    let warm = ask(&stack, &speaker, &questions, concurrency).await?;
+    let warm = ask(&stack, &speaker, &questions, concurrency, meaning).await?;
+    let words = ask(&stack, &speaker, &questions, concurrency, None).await?;
     let kept = stack.meaning.as_ref().map(|m| m.cache.figures());
     stack.stop().await?;
-    println!("| answers/s | {:.1} | {:.1} |", cold.rate, warm.rate);
-    println!("| answers with sources | {} | {} |", cold.with_sources, warm.with_sources);
-    println!(
-        "| answer p50 / p99 | {:.1} / {:.1} ms | {:.1} / {:.1} ms |",
-        cold.answer.0, cold.answer.1, warm.answer.0, warm.answer.1
-    );
-    println!(
-        "| retrieval p50 / p99 | {:.1} / {:.1} ms | {:.1} / {:.1} ms |",
-        cold.retrieval.0, cold.retrieval.1, warm.retrieval.0, warm.retrieval.1
-    );
+    println!("\n| figure | no statistics | after ANALYZE | words alone, after ANALYZE |\n| --- | ---: | ---: | ---: |");
+    let row = |name: &str, figure: &dyn Fn(&Asked) -> String| {
+        println!("| {name} | {} | {} | {} |", figure(&cold), figure(&warm), figure(&words));
+    };
+    row("answers/s", &|a| format!("{:.1}", a.rate));
+    row("answers with sources", &|a| a.with_sources.to_string());
+    row("answer p50 / p99", &|a| format!("{:.1} / {:.1} ms", a.answer.0, a.answer.1));
+    row("retrieval p50 / p99", &|a| format!("{:.1} / {:.1} ms", a.retrieval.0, a.retrieval.1));
     // What answering by meaning holds in memory: the vectors kept, and this
     // process (the API in it) at its largest.
     if let Some(kept) = kept {
@@ -478,15 +480,22 @@ struct Asked {
     retrieval: (f64, f64),
 }
 
-/// Every question twice, `concurrency` askers at a time (after 20 to warm up).
-async fn ask(stack: &Stack, speaker: &Speaker, questions: &[String], concurrency: usize) -> anyhow::Result<Asked> {
+/// Every question twice, `concurrency` askers at a time (after 20 to warm up),
+/// by words and `meaning` (by words alone without it).
+async fn ask(
+    stack: &Stack,
+    speaker: &Speaker,
+    questions: &[String],
+    concurrency: usize,
+    meaning: Option<Arc<Meaning>>,
+) -> anyhow::Result<Asked> {
     for question in questions.iter().take(20) {
-        answers::answer(&stack.pool, None, stack.meaning.as_deref(), speaker, question).await?;
+        answers::answer(&stack.pool, None, meaning.as_deref(), speaker, question).await?;
     }
     let started = Instant::now();
     let mut tasks = tokio::task::JoinSet::new();
     for worker in 0..concurrency {
-        let (pool, speaker, meaning) = (stack.pool.clone(), speaker.clone(), stack.meaning.clone());
+        let (pool, speaker, meaning) = (stack.pool.clone(), speaker.clone(), meaning.clone());
         let mine: Vec<String> = questions.iter().skip(worker).step_by(concurrency).cloned().collect();
         tasks.spawn(async move {
             let mut timings = Vec::new();
