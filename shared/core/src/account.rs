@@ -96,7 +96,7 @@ pub async fn finish_setup(pool: &PgPool, session: &WebSessionRow, name: &str, ty
         return Err(Problem::invalid("name", "Give a name of 1 to 120 characters.").into());
     }
     let email = if session.email.is_empty() { typed_email.trim() } else { session.email.as_str() };
-    if !crate::validate::is_email(email) {
+    if !svc_contract::validate::is_email(email) {
         return Err(Problem::invalid("email", "Give your e-mail address.").into());
     }
     crate::admin::user_setup(pool, &session.issuer, &session.subject, email, Some(name)).await.map_err(|error| {

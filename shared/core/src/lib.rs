@@ -35,7 +35,6 @@ pub mod service;
 pub mod slug;
 pub mod store;
 pub mod timestamp;
-pub mod validate;
 
 pub use caller::Caller;
 pub use config::{CoreConfig, JwksSource, OidcConfig};

@@ -25,7 +25,6 @@ use crate::knowledge::waits::{WaitCache, WaitCacheFigures};
 use crate::ops;
 use crate::runtime::warm::{Warm, Warmed};
 use crate::store::callers::Selector;
-use crate::validate::Validators;
 
 /// What a client declares about itself (reported by `identity.status`).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -59,7 +58,6 @@ pub struct Service {
     pub(crate) waits: WaitCache,
     callers: CallerCache,
     jwt: Option<JwtVerifier>,
-    validators: Validators,
 }
 
 impl Service {
@@ -70,6 +68,7 @@ impl Service {
         let gates = Gates::new(config.gate_wait, config.workspace_writes, config.gated_writes);
         let waits = WaitCache::new(config.wait_cache_entries, config.wait_cache_max_age);
         let callers = CallerCache::new(config.caller_cache_entries, config.caller_cache_max_age);
+        svc_contract::validate::compile_all()?;
         Ok(Self {
             warm: Warm::new(pool.clone(), config.warm),
             pool,
@@ -82,7 +81,6 @@ impl Service {
             waits,
             callers,
             jwt,
-            validators: Validators::new()?,
         })
     }
 
@@ -406,7 +404,7 @@ impl Session<'_> {
         client: &ClientHints,
     ) -> Result<Reply, Problem> {
         let service = self.service;
-        service.validators.check(op, &input)?;
+        svc_contract::validate::check(op, &input)?;
         let idempotency_key = take_idempotency_key(op, &mut input);
         let workspace = match op.workspace {
             WorkspaceRequirement::Required => Some(caller.selection.required()?),
