@@ -26,6 +26,7 @@ pub mod jobs;
 pub mod knowledge;
 pub mod lease;
 pub mod listening;
+pub mod metrics;
 pub mod openai;
 mod ops;
 pub mod reconcile;
