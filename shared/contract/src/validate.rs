@@ -13,9 +13,10 @@ use jsonschema::error::ValidationErrorKind;
 use jsonschema::{ValidationError, Validator};
 use serde_json::Value;
 
+use crate::catalog::every_operation;
 use crate::knowledge::MAX_CONTENT_BYTES;
 use crate::schema::NO_NUL_PATTERN;
-use crate::{CATALOG, Issue, Operation, OperationId, Problem, ProblemCode};
+use crate::{Issue, Operation, OperationId, Problem, ProblemCode};
 
 const NUL_MESSAGE: &str = "must not contain the NUL character";
 
@@ -33,8 +34,8 @@ type Slot = OnceLock<Result<Compiled, String>>;
 /// [`compile_all`]).
 fn compiled(op: &Operation) -> Result<&'static Compiled, String> {
     static COMPILED: OnceLock<Box<[Slot]>> = OnceLock::new();
-    let slots = COMPILED.get_or_init(|| CATALOG.iter().map(|_| OnceLock::new()).collect());
-    let slot = slots.get(op.op as usize).ok_or_else(|| format!("{} is not in the catalog", op.id))?;
+    let slots = COMPILED.get_or_init(|| every_operation().map(|_| OnceLock::new()).collect());
+    let slot = slots.get(op.op as usize).ok_or_else(|| format!("{} is not an operation", op.id))?;
     slot.get_or_init(|| compile(op)).as_ref().map_err(Clone::clone)
 }
 
@@ -51,7 +52,7 @@ fn compile(op: &Operation) -> Result<Compiled, String> {
 /// Compiles every operation's input schema now: a server fails at start-up,
 /// not on a call, if one does not compile.
 pub fn compile_all() -> Result<(), String> {
-    CATALOG.iter().try_for_each(|op| compiled(op).map(|_| ()))
+    every_operation().try_for_each(|op| compiled(op).map(|_| ()))
 }
 
 /// `Ok` when `input` satisfies the operation's schema and the rules a schema
