@@ -8,10 +8,10 @@ use axum::http::{StatusCode, header};
 use axum::response::IntoResponse;
 use serde_json::json;
 
+use svc_core::metrics::Scrape;
 use svc_core::runtime;
 
 use crate::app::AppState;
-use crate::metrics::Scrape;
 
 const CHECK_TIMEOUT: Duration = Duration::from_secs(2);
 
@@ -61,10 +61,7 @@ pub async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
     wait_cache_figures(&state, &mut scrape);
     caller_cache_figures(&state, &mut scrape);
     vector_cache_figures(&state, &mut scrape);
-    let mut text = state.metrics.render(&scrape);
-    // The database fault counters of svc-core, in the same text format.
-    text.push_str(&svc_core::faults::render());
-    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text)
+    ([(header::CONTENT_TYPE, svc_core::metrics::CONTENT_TYPE)], state.metrics.render(scrape))
 }
 
 /// How often `knowledge_source.wait` was answered without reading PostgreSQL.

@@ -1,24 +1,17 @@
-//! Prometheus metrics: calls and latency per surface, operation and outcome,
-//! and every response by surface and status class; encoded by
-//! `prometheus-client` (the Prometheus project's Rust client) in the
-//! Prometheus text format (0.0.4), the names and labels as before it.
-//!
-//! Counters and histograms live for the process in one registry; figures read
-//! at scrape time (the pool, the backlog, the queue, the wait cache) go into
-//! a registry of that scrape (`Scrape`), so a figure that cannot be read is
-//! left out rather than shown stale.
+//! The API's Prometheus metrics: calls and latency per surface, operation and
+//! outcome, and every response by surface and status class, in the process's
+//! one registry (`svc_core::metrics`), beside svc-core's own families and the
+//! figures read at each scrape.
 
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use prometheus_client::encoding::prometheus_text::encode;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
-use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
-use prometheus_client::registry::Registry;
 use svc_contract::catalog::CATALOG;
 use svc_contract::{Operation, ProblemCode};
+use svc_core::metrics::{Registry, Scrape};
 
 mod kept;
 mod responses;
@@ -94,53 +87,9 @@ impl Metrics {
         duration.observe(elapsed.as_secs_f64());
     }
 
-    /// The exposition: this process's counters and histograms, then the
-    /// figures of this scrape.
-    pub fn render(&self, scrape: &Scrape) -> String {
-        let mut out = String::new();
-        // Writing to a String cannot fail; an encoding error would leave the
-        // text cut short, which a scraper reports.
-        let _ = encode(&mut out, &self.registry).and_then(|()| encode(&mut out, &scrape.registry));
-        out
-    }
-}
-
-/// Figures read for one scrape.
-#[derive(Default)]
-pub struct Scrape {
-    registry: Registry,
-}
-
-impl Scrape {
-    pub fn gauge(&mut self, name: &str, help: &str, value: i64) {
-        let gauge = Gauge::<i64>::default();
-        gauge.set(value);
-        self.registry.register(name, help, gauge);
-    }
-
-    pub fn gauge_f64(&mut self, name: &str, help: &str, value: f64) {
-        let gauge = Gauge::<f64, std::sync::atomic::AtomicU64>::default();
-        gauge.set(value);
-        self.registry.register(name, help, gauge);
-    }
-
-    /// A gauge with one label, a value per label value.
-    pub fn gauges(&mut self, name: &str, help: &str, label: &'static str, values: &[(&'static str, i64)]) {
-        let family = Family::<[(&'static str, &'static str); 1], Gauge>::default();
-        for (value_of_label, value) in values {
-            family.get_or_create(&[(label, *value_of_label)]).set(*value);
-        }
-        self.registry.register(name, help, family);
-    }
-
-    /// A counter kept elsewhere (its total so far), with one label. `name`
-    /// without `_total`: the encoder adds it.
-    pub fn counters(&mut self, name: &str, help: &str, label: &'static str, values: &[(&'static str, u64)]) {
-        let family = Family::<[(&'static str, &'static str); 1], Counter>::default();
-        for (value_of_label, value) in values {
-            family.get_or_create(&[(label, *value_of_label)]).inc_by(*value);
-        }
-        self.registry.register(name, help, family);
+    /// The exposition: every family of the process, then `scrape`'s figures.
+    pub fn render(&self, scrape: Scrape) -> String {
+        self.registry.render(scrape)
     }
 }
 
@@ -173,7 +122,7 @@ mod tests {
         metrics.record(Surface::Http, inspect, Some(ProblemCode::ResourceNotFound), millis(2));
         metrics.record(Surface::Http, inspect, None, millis(30));
         metrics.record(Surface::Mcp, inspect, None, millis(1));
-        let text = metrics.render(&Scrape::default());
+        let text = metrics.render(Scrape::default());
         for line in [
             r#"svc_operation_calls_total{surface="http",operation="agent.inspect",outcome="ok"} 2"#,
             r#"svc_operation_calls_total{surface="http",operation="agent.inspect",outcome="resource_not_found"} 1"#,
@@ -192,11 +141,28 @@ mod tests {
         let metrics = Metrics::default();
         let list = OperationId::AgentList.operation();
         metrics.record(Surface::Http, list, Some(ProblemCode::WorkspaceSelectionRequired), Duration::from_millis(1));
-        let text = metrics.render(&Scrape::default());
+        let text = metrics.render(Scrape::default());
         assert!(
             text.contains(r#"svc_operation_calls_total{surface="http",operation="agent.list",outcome="workspace_selection_required"} 1"#),
             "{text}"
         );
         assert!(!text.contains(r#"outcome="ok""#), "a success series before any success: {text}");
+    }
+
+    #[test]
+    fn one_registry_holds_the_cores_families_and_the_scrapes_figures() {
+        let mut scrape = Scrape::default();
+        scrape.gauge("svc_knowledge_backlog", "Revisions pending or processing", 3);
+        let metrics = Metrics::default();
+        metrics.responses.record("http", 200, Duration::from_millis(1));
+        let text = metrics.render(scrape);
+        for family in [
+            "svc_http_responses_total",
+            "svc_db_connection_lost_total",
+            "svc_db_retries_total",
+            "svc_knowledge_backlog",
+        ] {
+            assert_eq!(text.matches(&format!("# TYPE {family} ")).count(), 1, "{family} once in {text}");
+        }
     }
 }

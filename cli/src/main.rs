@@ -19,7 +19,6 @@ mod outcome;
 mod poll;
 mod render;
 mod secrets;
-mod validate;
 
 use std::ffi::OsString;
 use std::io::{IsTerminal, Write};

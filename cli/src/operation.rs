@@ -11,7 +11,7 @@ use crate::context::Context;
 use crate::named::Requests;
 use crate::outcome::{Failure, Output};
 use crate::poll::Polling;
-use crate::{caller, flags, named, render, validate};
+use crate::{caller, flags, named, render};
 
 pub fn run(ctx: &mut Context, op: &'static Operation, matches: &ArgMatches) -> Result<Output, Failure> {
     let (input, requests) = input(op, matches)?;
@@ -40,13 +40,13 @@ pub fn run(ctx: &mut Context, op: &'static Operation, matches: &ArgMatches) -> R
     Ok(Output::Value { json: envelope, human, exit })
 }
 
-/// The operation's input from the command line, checked against its schema, with
-/// an idempotency key on every mutation.
+/// The operation's input from the command line, checked as the server checks it
+/// (`svc_contract::validate`), with an idempotency key on every mutation.
 pub fn input(op: &Operation, matches: &ArgMatches) -> Result<(Map<String, Value>, Requests), Failure> {
     let flags = flags::property_flags(op);
     let (mut input, files) = flags::collect(&flags, matches)?;
     let requests = named::apply(op, &flags, matches, &mut input, &files)?;
-    validate::check(op, &Value::Object(input.clone()))?;
+    svc_contract::validate::check(op, &Value::Object(input.clone())).map_err(Failure::local)?;
     if op.mutating && !input.contains_key("idempotencyKey") {
         input.insert("idempotencyKey".into(), Value::String(idempotency_key()?));
     }

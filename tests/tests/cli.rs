@@ -448,6 +448,81 @@ async fn exit_codes_follow_real_server_answers(pool: PgPool) {
     api.stop().await;
 }
 
+/// The command line that sends `input` for `op`: `content` from a file (one
+/// argument holds at most 128 KiB), every other property as its flag.
+async fn command_for(cli: &Cli, op: &Operation, input: &Map<String, Value>) -> Vec<String> {
+    let mut args: Vec<String> = op.cli_command.split(' ').map(str::to_owned).collect();
+    let mut rest = input.clone();
+    if let Some(Value::String(content)) = rest.remove("content") {
+        let file = cli.write(&format!("{}.content", op.path.replace('/', "-")), &content).await;
+        args.extend(["--file".to_owned(), file.to_str().expect("UTF-8").to_owned()]);
+    }
+    args.extend(flags_for(&rest));
+    args.push("--json".to_owned());
+    args
+}
+
+/// Every input the client refuses before sending, the server refuses with the
+/// same code, message and issues (paths and messages), and the other way
+/// round: both run `svc_contract::validate`. The table holds the rules the
+/// client once checked differently: enum messages that list every allowed
+/// value, the NUL character, `oneOf` as one sentence, and content sized in
+/// bytes at its path.
+#[sqlx::test(migrations = false)]
+async fn the_client_and_the_server_refuse_the_same_inputs_alike(pool: PgPool) {
+    let database = migrated_database(&pool).await;
+    let api = Api::with_test_issuer(&database).await;
+    let tenant = Tenant::create(&database, &api, "alike").await;
+    let cli = Cli::new("alike").env("SVC_ENDPOINT", &api.base).env("SVC_API_KEY", &tenant.api_key);
+    let client = HttpClient::new(&api.base);
+    let digest = |text: &str| svc_contract::digest::sha256_prefixed(text.as_bytes());
+    let over_in_bytes = "€".repeat(svc_contract::knowledge::MAX_CONTENT_BYTES / 3 + 1);
+    let provenance = json!({ "kind": "manual", "uri": "notes" });
+    let entry = |key: &str, title: &str| {
+        json!({ "key": key, "title": title, "provenance": provenance, "revision": "1",
+                "digest": digest("FAQ"), "content": "FAQ" })
+    };
+    let table = [
+        ("agent.create", json!({ "temperature": 3, "defaultLanguage": "fr" })),
+        ("agent.configure", json!({ "agentId": "agt_x", "temperature": -1, "defaultLanguage": "de" })),
+        ("api_key.create", json!({ "name": "k", "scopes": ["agent:read", "agent:admin"] })),
+        ("api_key.create", json!({ "name": "k", "preset": "operator", "scopes": ["agent:read"] })),
+        (
+            "knowledge_source.add",
+            json!({ "agentId": "agt_x", "key": "big", "title": "Big", "provenance": provenance, "revision": "1",
+                    "digest": digest(&over_in_bytes), "content": over_in_bytes }),
+        ),
+        (
+            "knowledge_source.reconcile",
+            json!({ "agentId": "agt_x", "manifest": { "version": 1, "sources": [entry("a", "F\u{0}AQ"), entry("b", "")] } }),
+        ),
+    ];
+    for (id, input) in table {
+        let op = svc_contract::catalog::by_id(id).expect("an operation");
+        let input = input.as_object().cloned().expect("an object");
+        let served = client
+            .post_json(&format!("/api/public/operations/{}", op.path), Some(&tenant.api_key), None, &json!(input))
+            .await;
+        assert_eq!(served.status, 400, "{id}: {}", served.text());
+        let args = command_for(&cli, op, &input).await;
+        let run = cli.run(&args.iter().map(String::as_str).collect::<Vec<_>>()).await.expect(2);
+        let local = run.json();
+        assert_eq!(local["meta"]["requestId"], Value::Null, "{id}: refused before anything is sent");
+        assert_eq!(local["error"], served.json()["error"], "{id}: the client and the server refuse alike");
+        assert!(local["error"]["details"]["issues"].as_array().is_some_and(|i| !i.is_empty()), "{id}: {local}");
+    }
+
+    // Web addresses are the server's own rule (invalid_url with the rule
+    // broken): the client sends them and shows the server's answer.
+    let agent = cli.run(&["agent", "create", "--name", "Alike", "--json"]).await.expect(0).json();
+    let agent = agent["data"]["agent"]["id"].as_str().expect("an Agent id").to_owned();
+    let run = cli.run(&["public-chat", "enable", "--agent-id", &agent, "--website", "ftp://x.test", "--json"]).await;
+    let answered = run.expect(2).json();
+    assert_eq!(answered["error"]["details"]["reason"], "invalid_url", "{answered}");
+    assert!(answered["meta"]["requestId"].as_str().is_some(), "the server answered: {answered}");
+    api.stop().await;
+}
+
 #[sqlx::test(migrations = false)]
 async fn a_lost_answer_is_retried_once_with_the_same_key(pool: PgPool) {
     let database = migrated_database(&pool).await;

@@ -101,8 +101,6 @@ async fn readyz(State(shared): State<Shared>) -> impl IntoResponse {
 }
 
 async fn metrics_text(State(shared): State<Shared>) -> impl IntoResponse {
-    let mut text = shared.metrics.render(shared.readiness.ready());
-    text.push_str(&svc_core::faults::render());
-    text.push_str(&svc_core::knowledge::statistics::render());
-    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text)
+    let text = shared.metrics.render(shared.readiness.ready());
+    ([(header::CONTENT_TYPE, svc_core::metrics::CONTENT_TYPE)], text)
 }

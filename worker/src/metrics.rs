@@ -1,15 +1,15 @@
-//! The worker's Prometheus metrics: jobs by outcome and processing time,
-//! encoded by `prometheus-client` (the Prometheus project's Rust client) in
-//! the Prometheus text format (0.0.4), the names and labels as before it.
+//! The worker's Prometheus metrics: jobs by outcome and processing time, the
+//! sweeper's work and readiness, in the process's one registry
+//! (`svc_core::metrics`) beside svc-core's own families and the knowledge
+//! tables' upkeep.
 
 use std::time::Duration;
 
-use prometheus_client::encoding::prometheus_text::encode;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
-use prometheus_client::registry::Registry;
+use svc_core::metrics::{Registry, Scrape};
 
 /// Upper bounds of the processing-time buckets, in seconds.
 const BUCKETS: [f64; 10] = [0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0];
@@ -52,6 +52,7 @@ pub struct Metrics {
 impl Default for Metrics {
     fn default() -> Self {
         let mut registry = Registry::default();
+        svc_core::knowledge::statistics::register(&mut registry);
         let jobs = Family::<[(&'static str, &'static str); 1], Counter>::default();
         // Every outcome from the start, at 0: rates need a first sample.
         for outcome in JobOutcome::ALL {
@@ -94,11 +95,7 @@ impl Metrics {
     /// The exposition, with readiness as of now.
     pub fn render(&self, ready: bool) -> String {
         self.ready.set(i64::from(ready));
-        let mut out = String::new();
-        // Writing to a String cannot fail; an encoding error would leave the
-        // text cut short, which a scraper reports.
-        let _ = encode(&mut out, &self.registry);
-        out
+        self.registry.render(Scrape::default())
     }
 }
 
@@ -120,5 +117,13 @@ mod tests {
         assert!(text.contains("svc_worker_job_duration_seconds_bucket{le=\"5\"} 3"));
         assert!(text.contains("svc_worker_job_duration_seconds_count 3"));
         assert!(text.contains("svc_worker_ready 1"));
+    }
+
+    #[test]
+    fn one_registry_holds_the_cores_families_too() {
+        let text = Metrics::default().render(false);
+        for family in ["svc_db_connection_lost_total", "svc_queue_breaker_open", "svc_knowledge_analyzed_total"] {
+            assert_eq!(text.matches(&format!("# TYPE {family} ")).count(), 1, "{family} once in {text}");
+        }
     }
 }

@@ -6,12 +6,13 @@ use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::Response;
-use svc_contract::Role;
+use serde_json::json;
+use svc_contract::operations::member::AcceptOutput;
+use svc_contract::{OperationId, Problem, Role};
 use svc_core::auth::relying_party::random_token;
-use svc_core::caller::Principal;
 
 use super::web::{self, FORM_COOKIE, Form, INVITE_COOKIE, cookie, error_page, page, render, see_other, set_cookie};
-use super::{PATH, caller, failure, of, require_form, signed_in};
+use super::{PATH, call, caller, failure, of, require_form, signed_in};
 use crate::app::AppState;
 
 /// How long an invite code waits in its cookie for sign-in and setup.
@@ -92,13 +93,19 @@ pub async fn confirm(State(state): State<AppState>, headers: HeaderMap) -> Respo
     };
     let main = render(
         include_str!("templates/join_confirm.html"),
-        &[("workspace", &invite.workspace_name), ("role", Role::from(invite.role).as_str()), ("csrf", &signed.csrf)],
+        &[
+            ("workspace", &invite.workspace_name),
+            ("role", Role::from(invite.role).as_str()),
+            ("csrf", &signed.csrf),
+            ("key", &web::form_key()),
+        ],
         &[],
     );
     page(StatusCode::OK, "Join a Workspace", main, Some((signed.who(), &signed.csrf)))
 }
 
-/// `POST /account/join/accept`: spends the invite and joins.
+/// `POST /account/join/accept`: spends the invite and joins (invite.accept,
+/// through the call path; a repeated post answers as the first).
 pub async fn accept(State(state): State<AppState>, headers: HeaderMap, body: Bytes) -> Response {
     let form = Form::parse(&body);
     let signed = match require_form(&state, &headers, &form).await {
@@ -106,16 +113,15 @@ pub async fn accept(State(state): State<AppState>, headers: HeaderMap, body: Byt
         Err(response) => return response,
     };
     let Some(code) = cookie(&headers, INVITE_COOKIE) else { return see_other(PATH) };
-    let user = match caller(&state, &signed, None).await {
-        Ok(svc_core::Caller { principal: Principal::User(user), .. }) => user.id,
-        Ok(_) => return see_other(PATH),
-        Err(problem) => return failure(problem),
-    };
-    match svc_core::account::accept_invite(state.service.pool(), user, code).await {
-        Ok(invite) => {
-            state.service.forget_callers();
-            forget_invite(&state, see_other(&format!("{PATH}/workspaces/{}", invite.workspace_id)))
-        }
-        Err(error) => forget_invite(&state, failure(error.into_problem())),
+    let mut input = json!({ "token": code });
+    if let Some(key) = form.get("idempotencyKey").filter(|k| !k.is_empty()) {
+        input["idempotencyKey"] = key.into();
+    }
+    let joined = call(&state, &signed, None, OperationId::InviteAccept, input).await;
+    let joined =
+        joined.and_then(|reply| serde_json::from_value::<AcceptOutput>(reply.data).map_err(|_| Problem::internal()));
+    match joined {
+        Ok(joined) => forget_invite(&state, see_other(&format!("{PATH}/workspaces/{}", joined.workspace_id))),
+        Err(problem) => forget_invite(&state, failure(problem)),
     }
 }

@@ -1,17 +1,19 @@
 //! A Workspace's members: the list, invites by single-use expiring link, role
-//! changes and removal (owners and admins; the rules are
-//! `svc_core::account`'s).
+//! changes and removal (owners and admins), each the application's operation
+//! (`member.*`, `invite.list`) called through the call path.
 
 use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
-use svc_contract::{Problem, Role};
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+use svc_contract::operations::member::{InviteOutput, InvitesOutput, ListOutput};
+use svc_contract::{OperationId, Problem, Role};
 use svc_core::caller::WorkspaceContext;
-use svc_core::ids::UserId;
 
-use super::web::{Form, Html, escape, page, render, see_other};
-use super::{PATH, Signed, caller, failure, of, require_form};
+use super::web::{Form, Html, escape, form_key, page, render, see_other};
+use super::{PATH, Signed, call, caller, failure, of, require_form};
 use crate::app::AppState;
 
 const ROLES: [Role; 3] = [Role::Member, Role::Admin, Role::Owner];
@@ -26,28 +28,36 @@ fn role_options(selected: Role) -> String {
         .collect()
 }
 
+/// The data of an operation's reply, as its output type.
+fn data<T: DeserializeOwned>(data: Value) -> Result<T, Problem> {
+    serde_json::from_value(data).map_err(|_| Problem::internal())
+}
+
 /// The members part of a Workspace's page.
 pub async fn section(state: &AppState, signed: &Signed, ws: &WorkspaceContext) -> Result<Html, Problem> {
-    let pool = state.service.pool();
-    let members = svc_core::account::members(pool, ws).await.map_err(|e| e.into_problem())?;
+    let id = ws.id.to_string();
+    let listed = call(state, signed, Some(&id), OperationId::MemberList, json!({})).await?;
+    let members = data::<ListOutput>(listed.data)?.members;
     let manager = ws.role.is_some_and(|r| r >= Role::Admin);
-    let id = escape(&ws.id.to_string());
-    let csrf = escape(&signed.csrf);
+    let (id, csrf) = (escape(&id), escape(&signed.csrf));
     let rows: String = members
         .iter()
         .map(|m| {
-            let role = Role::from(m.role);
             let name = escape(m.name.as_deref().unwrap_or(&m.email));
-            let user = escape(&m.user_id.to_string());
+            let user = escape(&m.user_id);
             let actions = if manager {
                 format!(
                     "<form method=\"post\" action=\"{PATH}/workspaces/{id}/members/role\" class=\"inline\">\
                      <input type=\"hidden\" name=\"csrf\" value=\"{csrf}\"><input type=\"hidden\" name=\"userId\" value=\"{user}\">\
+                     <input type=\"hidden\" name=\"idempotencyKey\" value=\"{role_key}\">\
                      <label>Role of {name} <select name=\"role\">{options}</select></label> <button type=\"submit\">Change role</button></form>\
                      <form method=\"post\" action=\"{PATH}/workspaces/{id}/members/remove\" class=\"inline\">\
                      <input type=\"hidden\" name=\"csrf\" value=\"{csrf}\"><input type=\"hidden\" name=\"userId\" value=\"{user}\">\
+                     <input type=\"hidden\" name=\"idempotencyKey\" value=\"{remove_key}\">\
                      <button type=\"submit\" aria-label=\"Remove {name}\">Remove</button></form>",
-                    options = role_options(role),
+                    options = role_options(m.role),
+                    role_key = escape(&form_key()),
+                    remove_key = escape(&form_key()),
                 )
             } else {
                 String::new()
@@ -55,17 +65,17 @@ pub async fn section(state: &AppState, signed: &Signed, ws: &WorkspaceContext) -
             format!(
                 "<tr><td>{name}</td><td>{email}</td><td>{role}</td><td>{actions}</td></tr>",
                 email = escape(&m.email),
-                role = role.as_str()
+                role = m.role.as_str()
             )
         })
         .collect();
     let invites = if manager {
-        let open = svc_core::account::open_invites(pool, ws).await.map_err(|e| e.into_problem())?;
-        let open: String = open
+        let listed = call(state, signed, Some(&ws.id.to_string()), OperationId::InviteList, json!({})).await?;
+        let open: String = data::<InvitesOutput>(listed.data)?
+            .invites
             .iter()
             .map(|i| {
-                let expires = i.expires_at.date();
-                format!("<li>{} invite, open until {expires}</li>", Role::from(i.role).as_str())
+                format!("<li>{} invite, open until {}</li>", i.role.as_str(), svc_core::timestamp::day(i.expires_at))
             })
             .collect();
         let open = if open.is_empty() { String::new() } else { format!("<h3>Open invites</h3><ul>{open}</ul>") };
@@ -92,24 +102,11 @@ async fn workspace_form(
     headers: &HeaderMap,
     body: &Bytes,
 ) -> Result<(Signed, WorkspaceContext, Form), Response> {
-    workspace_form_by(state, workspace, headers, body).await.map(|(signed, ws, form, _)| (signed, ws, form))
-}
-
-/// [`workspace_form`], with the acting User.
-async fn workspace_form_by(
-    state: &AppState,
-    workspace: &str,
-    headers: &HeaderMap,
-    body: &Bytes,
-) -> Result<(Signed, WorkspaceContext, Form, UserId), Response> {
     let form = Form::parse(body);
     let signed = require_form(state, headers, &form).await?;
     let caller = caller(state, &signed, Some(workspace)).await.map_err(failure)?;
     let ws = caller.selection.required().cloned().map_err(failure)?;
-    let svc_core::caller::Principal::User(user) = &caller.principal else {
-        return Err(failure(Problem::internal()));
-    };
-    Ok((signed, ws, form, user.id))
+    Ok((signed, ws, form))
 }
 
 fn role_field(form: &Form) -> Result<Role, Problem> {
@@ -118,8 +115,16 @@ fn role_field(form: &Form) -> Result<Role, Problem> {
         .ok_or_else(|| Problem::invalid("role", "Choose a role: owner, admin or member."))
 }
 
-fn user_field(form: &Form) -> Result<UserId, Problem> {
-    form.get("userId").and_then(UserId::parse).ok_or_else(|| Problem::not_found("member"))
+fn user_field(form: &Form) -> Result<&str, Problem> {
+    form.get("userId").filter(|id| !id.is_empty()).ok_or_else(|| Problem::not_found("member"))
+}
+
+/// `input` with the form's idempotency key, when it carries one.
+fn keyed(mut input: Value, form: &Form) -> Value {
+    if let (Some(key), Some(object)) = (form.get("idempotencyKey").filter(|k| !k.is_empty()), input.as_object_mut()) {
+        object.insert("idempotencyKey".into(), key.into());
+    }
+    input
 }
 
 fn back(ws: &WorkspaceContext) -> Response {
@@ -128,7 +133,9 @@ fn back(ws: &WorkspaceContext) -> Response {
 
 /// `POST .../invites`: a single-use link that expires, shown to copy. The
 /// code travels in the link's fragment, which browsers never send to a
-/// server, so it reaches no request line and no log.
+/// server, so it reaches no request line and no log. The form carries no
+/// idempotency key: a replay could not show the link again (its code is not
+/// kept), so a second post makes a second invite.
 pub async fn invite(
     State(state): State<AppState>,
     Path(workspace): Path<String>,
@@ -143,29 +150,27 @@ pub async fn invite(
         Ok(role) => role,
         Err(problem) => return failure(problem),
     };
-    let user = match caller(&state, &signed, Some(&workspace)).await {
-        Ok(svc_core::Caller { principal: svc_core::caller::Principal::User(user), .. }) => user.id,
-        Ok(_) => return failure(Problem::permission_denied("Only a User invites.")),
+    let made = call(&state, &signed, Some(&workspace), OperationId::MemberInvite, json!({ "role": role }))
+        .await
+        .and_then(|reply| data::<InviteOutput>(reply.data));
+    let (token, expires_at) = match made {
+        Ok(InviteOutput { token: Some(token), invite }) => (token, invite.expires_at),
+        Ok(InviteOutput { token: None, .. }) => return failure(Problem::internal()),
         Err(problem) => return failure(problem),
     };
-    match svc_core::account::invite(state.service.pool(), user, &ws, role).await {
-        Ok(created) => {
-            let link = format!("{}/join#{}", of(&state).url(), created.token);
-            let main = render(
-                include_str!("templates/invite_link.html"),
-                &[
-                    ("link", &link),
-                    ("workspace", &ws.name),
-                    ("role", role.as_str()),
-                    ("expires", &created.expires_at.date().to_string()),
-                    ("id", &ws.id.to_string()),
-                ],
-                &[],
-            );
-            page(StatusCode::OK, "Invite link", main, Some((signed.who(), &signed.csrf)))
-        }
-        Err(error) => failure(error.into_problem()),
-    }
+    let link = format!("{}/join#{token}", of(&state).url());
+    let main = render(
+        include_str!("templates/invite_link.html"),
+        &[
+            ("link", &link),
+            ("workspace", &ws.name),
+            ("role", role.as_str()),
+            ("expires", &svc_core::timestamp::day(expires_at)),
+            ("id", &ws.id.to_string()),
+        ],
+        &[],
+    );
+    page(StatusCode::OK, "Invite link", main, Some((signed.who(), &signed.csrf)))
 }
 
 /// `POST .../members/role`.
@@ -175,20 +180,17 @@ pub async fn change_role(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let (_, ws, form, actor) = match workspace_form_by(&state, &workspace, &headers, &body).await {
+    let (signed, ws, form) = match workspace_form(&state, &workspace, &headers, &body).await {
         Ok(found) => found,
         Err(response) => return response,
     };
-    let (role, user) = match (role_field(&form), user_field(&form)) {
-        (Ok(role), Ok(user)) => (role, user),
+    let input = match (role_field(&form), user_field(&form)) {
+        (Ok(role), Ok(user)) => keyed(json!({ "userId": user, "role": role }), &form),
         (Err(problem), _) | (_, Err(problem)) => return failure(problem),
     };
-    match svc_core::account::change_role(state.service.pool(), &ws, actor, user, role).await {
-        Ok(()) => {
-            state.service.forget_callers();
-            back(&ws)
-        }
-        Err(error) => failure(error.into_problem()),
+    match call(&state, &signed, Some(&workspace), OperationId::MemberSetRole, input).await {
+        Ok(_) => back(&ws),
+        Err(problem) => failure(problem),
     }
 }
 
@@ -199,19 +201,16 @@ pub async fn remove(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let (_, ws, form, actor) = match workspace_form_by(&state, &workspace, &headers, &body).await {
+    let (signed, ws, form) = match workspace_form(&state, &workspace, &headers, &body).await {
         Ok(found) => found,
         Err(response) => return response,
     };
-    let user = match user_field(&form) {
-        Ok(user) => user,
+    let input = match user_field(&form) {
+        Ok(user) => keyed(json!({ "userId": user }), &form),
         Err(problem) => return failure(problem),
     };
-    match svc_core::account::remove_member(state.service.pool(), &ws, actor, user).await {
-        Ok(()) => {
-            state.service.forget_callers();
-            back(&ws)
-        }
-        Err(error) => failure(error.into_problem()),
+    match call(&state, &signed, Some(&workspace), OperationId::MemberRemove, input).await {
+        Ok(_) => back(&ws),
+        Err(problem) => failure(problem),
     }
 }

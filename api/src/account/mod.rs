@@ -4,9 +4,10 @@
 //!
 //! Server-rendered pages from templates, one small script of our own (the
 //! copy button, the invite code from the link's fragment), a strict CSP. A
-//! surface like the others: sessions, setup and membership are
-//! `svc_core::account`; Workspaces and API keys are catalog operations called
-//! with the User as caller.
+//! surface like the others: sessions and setup are `svc_core::account`;
+//! Workspaces and API keys are catalog operations, and membership the
+//! application's own operations (`svc_contract::catalog::ACCOUNT`), all called
+//! through the call path with the User as caller ([`call`]).
 
 mod home;
 mod join;
@@ -108,6 +109,7 @@ pub fn routes() -> Router<AppState> {
         .route(&format!("{PATH}/assets/account.js"), get(script))
         .route(&format!("{PATH}/assets/account.css"), get(style))
         .route(&format!("{PATH}/assets/icon.svg"), get(icon))
+        .layer(axum::middleware::from_fn(web::answering))
 }
 
 async fn script() -> Response {
@@ -176,7 +178,10 @@ pub async fn caller(state: &AppState, signed: &Signed, workspace: Option<&str>) 
     state.service.session().authenticate_identity(&identity, workspace).await
 }
 
-/// Runs a catalog operation as the session's User.
+/// Runs an operation (the catalog's, or one of the application's own) as the
+/// session's User, through the call path every surface uses: it checks the
+/// role, makes the call idempotent with an `idempotencyKey` in `input`, and
+/// drops the callers kept when access changed.
 pub async fn call(
     state: &AppState,
     signed: &Signed,
@@ -184,8 +189,10 @@ pub async fn call(
     op: OperationId,
     input: Value,
 ) -> Result<Reply, Problem> {
+    let op = op.operation();
+    web::called(op);
     let caller = caller(state, signed, workspace).await?;
-    state.service.call(op.operation(), &caller, input, &ClientHints::default()).await
+    state.service.call(op, &caller, input, &ClientHints::default()).await
 }
 
 /// A problem as a page: sign-in again for a revoked session, setup for a User

@@ -100,7 +100,7 @@ pub async fn preview(State(state): State<AppState>, headers: HeaderMap, body: By
         return form_page(&signed, &fields, invited, Some("Give your name (1 to 120 characters)."));
     }
     let email = email(&signed, &fields);
-    if !svc_core::validate::is_email(email) {
+    if !svc_contract::validate::is_email(email) {
         return form_page(&signed, &fields, invited, Some("Give your e-mail address."));
     }
     if invited {

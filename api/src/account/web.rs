@@ -1,13 +1,22 @@
-//! What every page of the web application shares: cookies, the CSRF check,
-//! form bodies, HTML escaping and templates, and the security headers.
+//! What every page of the web application shares: the request it answers,
+//! cookies, the CSRF check, form bodies, HTML escaping and templates, and the
+//! security headers.
+
+use std::cell::Cell;
 
 use axum::body::Bytes;
+use axum::extract::Request;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
+use svc_contract::Operation;
+
+use crate::access::Called;
+use crate::response::RequestId;
 
 /// The browser session's cookie (an opaque token; only its SHA-256 is stored).
 pub const SESSION_COOKIE: &str = "svc_session";
@@ -19,6 +28,54 @@ pub const INVITE_COOKIE: &str = "svc_invite";
 pub const FORM_COOKIE: &str = "svc_form";
 /// Every cookie of the application is scoped to it.
 pub const COOKIE_PATH: &str = "/account";
+
+tokio::task_local! {
+    /// The request a page answers.
+    static ANSWERING: Answering;
+}
+
+/// A request of the application: its id (given by the edge; an error page
+/// shows it, so a User can quote it), and the operation its form called
+/// (named in the access line, as an operation call's is).
+struct Answering {
+    id: RequestId,
+    called: Cell<Option<&'static str>>,
+}
+
+/// Runs a request of the application as [`Answering`] it.
+pub async fn answering(request: Request, next: Next) -> Response {
+    let id = request.extensions().get::<RequestId>().cloned().unwrap_or_default();
+    let answering = Answering { id, called: Cell::new(None) };
+    ANSWERING
+        .scope(answering, async move {
+            let mut response = next.run(request).await;
+            if let Ok(Some(op)) = ANSWERING.try_with(|a| a.called.get()) {
+                response.extensions_mut().insert(Called(op.into()));
+            }
+            response
+        })
+        .await
+}
+
+/// Records that the request called `op`, a mutating operation.
+pub fn called(op: &'static Operation) {
+    if op.mutating {
+        let _ = ANSWERING.try_with(|a| a.called.set(Some(op.id)));
+    }
+}
+
+/// The id of the request being answered.
+fn request_id() -> Option<String> {
+    ANSWERING.try_with(|a| a.id.0.clone()).ok()
+}
+
+/// A fresh idempotency key for one form: posting that form again (a double
+/// click, a reload) answers as the first post did.
+pub fn form_key() -> String {
+    // Without randomness the form goes without one: its post is then simply
+    // not idempotent.
+    svc_core::auth::relying_party::random_token().map(|t| format!("account-{t}")).unwrap_or_default()
+}
 
 /// The value of cookie `name`, if the request carries it once.
 pub fn cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
@@ -140,9 +197,14 @@ pub fn see_other(to: &str) -> Response {
     response
 }
 
-/// A page telling what went wrong, with a way back.
+/// A page telling what went wrong, with a way back and the request's id.
 pub fn error_page(status: StatusCode, message: &str, back: &str) -> Response {
-    let main = render(include_str!("templates/error.html"), &[("message", message), ("back", back)], &[]);
+    let request = request_id().unwrap_or_default();
+    let main = render(
+        include_str!("templates/error.html"),
+        &[("message", message), ("back", back), ("request", &request)],
+        &[],
+    );
     page(status, "Something went wrong", main, None)
 }
 

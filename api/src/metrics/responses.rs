@@ -7,7 +7,7 @@ use std::time::Duration;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::histogram::Histogram;
-use prometheus_client::registry::Registry;
+use svc_core::metrics::Registry;
 
 use super::kept::Kept;
 use super::{Histograms, latency_histogram};
@@ -63,7 +63,9 @@ impl Responses {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::metrics::{Metrics, Scrape};
+    use svc_core::metrics::Scrape;
+
+    use crate::metrics::Metrics;
 
     #[test]
     fn responses_are_counted_by_surface_and_class() {
@@ -71,7 +73,7 @@ mod tests {
         metrics.responses.record("answers", 200, Duration::from_millis(3));
         metrics.responses.record("answers", 503, Duration::from_millis(30));
         metrics.responses.record("http", 404, Duration::from_millis(1));
-        let text = metrics.render(&Scrape::default());
+        let text = metrics.render(Scrape::default());
         assert!(text.contains("svc_http_responses_total{surface=\"answers\",class=\"2xx\"} 1"), "{text}");
         assert!(text.contains("svc_http_responses_total{surface=\"answers\",class=\"5xx\"} 1"), "{text}");
         assert!(text.contains("svc_http_responses_total{surface=\"http\",class=\"4xx\"} 1"), "{text}");

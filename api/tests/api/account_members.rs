@@ -10,7 +10,7 @@ use svc_core::auth::jwt::IdToken;
 use svc_tests::ISSUER;
 use svc_tests::http::TestResponse;
 
-use crate::helpers::{TestApp, TestUser};
+use crate::helpers::{TestApp, TestUser, config};
 
 /// A browser of one User: their session cookie (and any other cookie given).
 struct Browser<'a> {
@@ -163,13 +163,14 @@ async fn an_expired_invite_is_refused(pool: PgPool) {
     assert_eq!(bob.join(&code).await.status, 410);
     assert_eq!(role_of(&app, &ws, "bob").await, None);
     // Accepting directly (skipping the confirm page) fails the same way.
-    let accepted = svc_core::account::accept_invite(
-        &app.pool,
-        svc_core::ids::UserId::parse(&user_id(&app, "bob").await).unwrap(),
-        &code,
-    )
-    .await;
-    assert_eq!(accepted.unwrap_err().into_problem().code, svc_contract::ProblemCode::InvalidRequest);
+    let csrf = bob.csrf().await;
+    let page = bob.get("/account/join").await;
+    let form_token = field(&page, "csrf");
+    assert_eq!(bob.post("/account/join", &[("csrf", &form_token), ("code", &code)]).await.status, 303);
+    let accepted = bob.post("/account/join/accept", &[("csrf", &csrf)]).await;
+    assert_eq!(accepted.status, 400, "{}", accepted.text());
+    assert!(accepted.text().contains("This invite link was used already"), "{}", accepted.text());
+    assert_eq!(role_of(&app, &ws, "bob").await, None);
 }
 
 #[sqlx::test(migrations = "../migrations")]
@@ -347,4 +348,113 @@ async fn a_demotion_that_lands_first_holds(pool: PgPool) {
     let (response, ()) = tokio::join!(removal, demotion);
     assert_eq!(response.status, 403, "{}", response.text());
     assert_eq!(role_of(&app, &ws, "mia").await.as_deref(), Some("member"), "mia is still a member");
+}
+
+/// The idempotency key of `action`'s form (`role`, `remove`) for `user` on a
+/// Workspace's page.
+fn form_key(page: &TestResponse, action: &str, user: &str) -> String {
+    let text = page.text();
+    let form = text
+        .split("<form ")
+        .find(|form| form.contains(&format!("/members/{action}\"")) && form.contains(&format!("value=\"{user}\"")))
+        .unwrap_or_else(|| panic!("no {action} form for {user} in {text}"));
+    let marker = "name=\"idempotencyKey\" value=\"";
+    let rest = &form[form.find(marker).expect("an idempotency key") + marker.len()..];
+    rest[..rest.find('"').unwrap()].to_owned()
+}
+
+/// A member form posted twice (a double click, a reload) answers as the
+/// first post did, through the call path's idempotency; the same key with
+/// another member is refused and changes nothing.
+#[sqlx::test(migrations = "../migrations")]
+async fn a_form_posted_twice_answers_as_the_first(pool: PgPool) {
+    let app = TestApp::new(pool).await;
+    let (_, ws) = app.owner("olga").await;
+    for (subject, role) in [("adam", "admin"), ("mia", "member")] {
+        app.user(subject).await;
+        svc_core::admin::member_add(&app.pool, &ws, ISSUER, subject, role).await.unwrap();
+    }
+    let (adam_id, mia_id) = (user_id(&app, "adam").await, user_id(&app, "mia").await);
+    let mut olga = Browser::of(&app, "olga").await;
+    let page = olga.get(&format!("/account/workspaces/{ws}")).await;
+    let csrf = field(&page, "csrf");
+    let key = form_key(&page, "remove", &mia_id);
+    assert_ne!(key, form_key(&page, "remove", &adam_id), "a key per form");
+    let path = format!("/account/workspaces/{ws}/members/remove");
+    for _ in 0..2 {
+        let removed = olga.post(&path, &[("csrf", &csrf), ("userId", &mia_id), ("idempotencyKey", &key)]).await;
+        assert_eq!(removed.status, 303, "{}", removed.text());
+    }
+    assert_eq!(role_of(&app, &ws, "mia").await, None);
+
+    let other = olga.post(&path, &[("csrf", &csrf), ("userId", &adam_id), ("idempotencyKey", &key)]).await;
+    assert_eq!(other.status, 409, "{}", other.text());
+    assert_eq!(role_of(&app, &ws, "adam").await.as_deref(), Some("admin"));
+
+    let role_key = form_key(&page, "role", &adam_id);
+    let changed = olga
+        .post(
+            &format!("/account/workspaces/{ws}/members/role"),
+            &[("csrf", &csrf), ("userId", &adam_id), ("role", "member"), ("idempotencyKey", &role_key)],
+        )
+        .await;
+    assert_eq!(changed.status, 303, "{}", changed.text());
+    assert_eq!(role_of(&app, &ws, "adam").await.as_deref(), Some("member"));
+}
+
+/// A role changed through the web application is what the User's very next
+/// call is authorized with, though this process keeps callers for a minute:
+/// the call path drops them after the change.
+#[sqlx::test(migrations = "../migrations")]
+async fn a_membership_change_reaches_the_callers_kept_at_once(pool: PgPool) {
+    let config =
+        svc_api::config::ServeConfig { caller_cache_entries: 1_000, caller_cache_max_age_ms: 60_000, ..config() };
+    let app = TestApp::with_config(pool, config).await;
+    // Callers are kept only while the process hears PostgreSQL's changes.
+    let started = std::time::Instant::now();
+    while app.metric("svc_caller_cache_listening").await != 1.0 {
+        assert!(started.elapsed() < std::time::Duration::from_secs(10), "the caller cache never listened");
+        tokio::task::yield_now().await;
+    }
+    let (_, ws) = app.owner("olga").await;
+    let mia = app.user("mia").await;
+    svc_core::admin::member_add(&app.pool, &ws, ISSUER, "mia", "member").await.unwrap();
+    let mia_id = user_id(&app, "mia").await;
+    let keys = || app.op("api-keys/list", &mia.token, Some(&ws), serde_json::json!({}));
+    assert_eq!(keys().await.status, 403, "a member lists no keys");
+    let hits = app.metric("svc_caller_cache_lookups_total{result=\"hit\"}").await;
+    assert_eq!(keys().await.status, 403);
+    assert_eq!(app.metric("svc_caller_cache_lookups_total{result=\"hit\"}").await, hits + 1.0, "mia's caller is kept");
+
+    let mut olga = Browser::of(&app, "olga").await;
+    let csrf = olga.csrf().await;
+    let path = format!("/account/workspaces/{ws}/members/role");
+    for (role, status) in [("admin", 200), ("member", 403)] {
+        let changed = olga.post(&path, &[("csrf", &csrf), ("userId", &mia_id), ("role", role)]).await;
+        assert_eq!(changed.status, 303, "{}", changed.text());
+        assert_eq!(keys().await.status, status, "mia as {role}, at once");
+    }
+}
+
+/// A refused change answers with a page naming the request's id, as every
+/// surface gives one.
+#[sqlx::test(migrations = "../migrations")]
+async fn a_refused_change_names_its_request(pool: PgPool) {
+    let app = TestApp::new(pool).await;
+    let (_, ws) = app.owner("olga").await;
+    app.user("mia").await;
+    svc_core::admin::member_add(&app.pool, &ws, ISSUER, "mia", "member").await.unwrap();
+    let olga_id = user_id(&app, "olga").await;
+    let mut mia = Browser::of(&app, "mia").await;
+    let csrf = mia.csrf().await;
+    let refused = mia
+        .post(
+            &format!("/account/workspaces/{ws}/members/role"),
+            &[("csrf", &csrf), ("userId", &olga_id), ("role", "member")],
+        )
+        .await;
+    assert_eq!(refused.status, 403, "{}", refused.text());
+    let id = refused.header("x-request-id").expect("a request id").to_owned();
+    assert!(id.starts_with("req_") && refused.text().contains(&id), "{id} on the page: {}", refused.text());
+    assert_eq!(role_of(&app, &ws, "olga").await.as_deref(), Some("owner"));
 }

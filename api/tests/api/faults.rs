@@ -579,12 +579,13 @@ async fn a_push_that_fails_opens_the_breaker_until_redis_answers_again() {
     let job = || [Job::ApplyReconcile { run: RunId::new() }];
     queue.send(&job()).await.unwrap();
     assert!(!queue.breaker_open());
+    let exposition = || svc_core::metrics::Registry::default().render(svc_core::metrics::Scrape::default());
     let open = |text: &str| text.lines().any(|l| l == "svc_queue_breaker_open 1");
 
     proxy.black_hole();
     assert!(matches!(queue.send(&job()).await, Err(QueueError::Timeout(_))), "the first push waits out its timeout");
     assert!(queue.breaker_open());
-    assert!(open(&svc_core::faults::render()), "{}", svc_core::faults::render());
+    assert!(open(&exposition()), "{}", exposition());
     for _ in 0..3 {
         assert!(matches!(queue.send(&job()).await, Err(QueueError::BreakerOpen)), "later pushes do not try Redis");
     }
@@ -595,7 +596,7 @@ async fn a_push_that_fails_opens_the_breaker_until_redis_answers_again() {
         assert!(Instant::now() < deadline, "the probe never closed the breaker");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    assert!(!open(&svc_core::faults::render()));
+    assert!(!open(&exposition()));
     queue.send(&job()).await.unwrap();
     svc_tests::stack::flush_namespace("redis://127.0.0.1:6379", &ns).await;
 }

@@ -9,10 +9,11 @@ use serde_json::{Value, json};
 use sqlx::{Connection as _, PgConnection, PgPool};
 use svc_contract::ProblemCode;
 use svc_contract::knowledge::{Provenance, ProvenanceKind};
+use svc_contract::operations::knowledge_source::Submission;
 use svc_core::entitlements::{Entitlement, LimitKey};
 use svc_core::ids::{AgentId, RevisionId, SourceId, WorkspaceId};
 use svc_core::jobs::Job;
-use svc_core::knowledge::{self, NewIds, Outcome, Processing, Scope, Submission, process};
+use svc_core::knowledge::{self, NewIds, Outcome, Processing, Scope, process};
 use svc_core::store;
 use svc_core::store::knowledge::{Added, NewRevision, Room, SourceRow, Standing};
 use svc_core::store::types::{StoredProvenanceKind, StoredWorkspaceStatus};
@@ -501,8 +502,7 @@ async fn add_alone(
     ids: NewIds,
     standing: &Standing,
 ) -> svc_core::error::Result<Option<(SourceRow, Job)>> {
-    let (provenance, digest) = (notes(), digest(content));
-    knowledge::add_alone(conn, scope, key, submission(&provenance, &digest, content), ids, standing).await
+    knowledge::add_alone(conn, scope, key, &submission(content), ids, standing).await
 }
 
 /// The same add in the transaction `conn` is in.
@@ -513,16 +513,22 @@ async fn add_in(
     content: &str,
     ids: NewIds,
 ) -> svc_core::error::Result<(SourceRow, Job)> {
-    let (provenance, digest) = (notes(), digest(content));
-    knowledge::add(conn, scope, key, submission(&provenance, &digest, content), ids, |_| Ok(())).await
+    knowledge::add(conn, scope, key, &submission(content), ids, |_| Ok(())).await
 }
 
 fn notes() -> Provenance {
     Provenance { kind: ProvenanceKind::Manual, uri: "notes".to_owned() }
 }
 
-fn submission<'a>(provenance: &'a Provenance, digest: &'a str, content: &'a str) -> Submission<'a> {
-    Submission { title: "Alone", provenance, revision: "r1", digest, required: false, content }
+fn submission(content: &str) -> Submission {
+    Submission {
+        title: "Alone".to_owned(),
+        provenance: notes(),
+        revision: "r1".to_owned(),
+        digest: digest(content),
+        required: false,
+        content: content.to_owned(),
+    }
 }
 
 /// An add outside a transaction commits in its one statement, counted on a

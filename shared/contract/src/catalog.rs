@@ -1,4 +1,6 @@
-//! The operation catalog: the single list of the 30 operations every surface serves.
+//! The operation catalog: the single list of the 30 operations every surface serves;
+//! beside it, the web application's membership operations ([`ACCOUNT`]), which
+//! share the call path but are no part of the catalog.
 //!
 //! Each entry says how an operation is reached (HTTP path, CLI command, MCP tool),
 //! who may call it (auth kinds, role, scope), whether it needs a Workspace, whether
@@ -9,7 +11,7 @@ use std::sync::OnceLock;
 
 use serde_json::{Map, Value, json};
 
-use crate::operations::{agent, api_key, identity, knowledge_source, public_chat, widget, workspace};
+use crate::operations::{agent, api_key, identity, knowledge_source, member, public_chat, widget, workspace};
 use crate::problem::ProblemCode::{self, *};
 use crate::schema::{DIALECT, input_schema, output_schema};
 use crate::scope::{Role, Scope};
@@ -83,6 +85,13 @@ pub enum OperationId {
     WidgetConfigure,
     WidgetManifest,
     WidgetVerify,
+    // The web application's operations ([`ACCOUNT`]), after the catalog's.
+    MemberList,
+    MemberInvite,
+    MemberSetRole,
+    MemberRemove,
+    InviteList,
+    InviteAccept,
 }
 
 /// Body limits (contract §1).
@@ -251,7 +260,13 @@ type SchemaPair = (Map<String, Value>, Map<String, Value>);
 
 fn schemas() -> &'static [SchemaPair] {
     static SCHEMAS: OnceLock<Vec<SchemaPair>> = OnceLock::new();
-    SCHEMAS.get_or_init(|| CATALOG.iter().map(|op| (op.build_input_schema(), op.build_output_schema())).collect())
+    SCHEMAS.get_or_init(|| every_operation().map(|op| (op.build_input_schema(), op.build_output_schema())).collect())
+}
+
+/// Every operation the call path runs, in [`OperationId`] order: the
+/// catalog's, then the web application's ([`ACCOUNT`]).
+pub fn every_operation() -> impl Iterator<Item = &'static Operation> {
+    CATALOG.iter().chain(ACCOUNT.iter())
 }
 
 /// Looks an operation up by its HTTP path (below `/api/public/operations/`).
@@ -322,7 +337,10 @@ pub fn by_id(id: &str) -> Option<&'static Operation> {
 
 impl OperationId {
     pub fn operation(self) -> &'static Operation {
-        &CATALOG[self as usize]
+        match CATALOG.get(self as usize) {
+            Some(op) => op,
+            None => &ACCOUNT[self as usize - CATALOG.len()],
+        }
     }
 }
 
@@ -537,6 +555,45 @@ pub static CATALOG: [Operation; 30] = [
         input: widget::VerifyInput, output: widget::VerifyOutput),
 ];
 
+/// The web application's membership operations (`/account`), in
+/// [`OperationId`] order after the catalog's. They run through the same call
+/// path as the catalog's (validation, the role they need, idempotency, the
+/// callers each process keeps) but are no part of the catalog: no HTTP path,
+/// CLI command or MCP tool serves them, and the published catalog, its digest
+/// and OpenAPI leave them out. Only Users call them.
+pub static ACCOUNT: [Operation; 6] = [
+    operation!(MemberList, "member.list", "", "",
+        "Lists the selected Workspace's members.",
+        auth: USER_ONLY, workspace: Required, mutating: false, scope: None, role: Member,
+        problems: [WorkspaceSelectionRequired],
+        input: member::ListInput, output: member::ListOutput),
+    operation!(MemberInvite, "member.invite", "", "",
+        "Makes a single-use invite link with a role (an owner's role only from an owner).",
+        auth: USER_ONLY, workspace: Required, mutating: true, scope: None, role: Admin,
+        problems: [WorkspaceSelectionRequired, PermissionDenied, WorkspaceArchived, IdempotencyConflict],
+        input: member::InviteInput, output: member::InviteOutput),
+    operation!(MemberSetRole, "member.set_role", "", "",
+        "Changes a member's role; the last owner stays an owner.",
+        auth: USER_ONLY, workspace: Required, mutating: true, scope: None, role: Admin,
+        problems: [WorkspaceSelectionRequired, PermissionDenied, ResourceNotFound, IdempotencyConflict],
+        input: member::SetRoleInput, output: member::MemberOutput),
+    operation!(MemberRemove, "member.remove", "", "",
+        "Removes a member; the last owner stays.",
+        auth: USER_ONLY, workspace: Required, mutating: true, scope: None, role: Admin,
+        problems: [WorkspaceSelectionRequired, PermissionDenied, ResourceNotFound, IdempotencyConflict],
+        input: member::RemoveInput, output: member::RemovedOutput),
+    operation!(InviteList, "invite.list", "", "",
+        "Lists the selected Workspace's open invites.",
+        auth: USER_ONLY, workspace: Required, mutating: false, scope: None, role: Admin,
+        problems: [WorkspaceSelectionRequired, PermissionDenied],
+        input: member::InvitesInput, output: member::InvitesOutput),
+    operation!(InviteAccept, "invite.accept", "", "",
+        "Spends an invite and makes the User a member with its role.",
+        auth: USER_ONLY, workspace: NoWorkspace, mutating: true, scope: None, role: Member,
+        problems: [IdempotencyConflict],
+        input: member::AcceptInput, output: member::AcceptOutput),
+];
+
 #[cfg(test)]
 mod tests {
     use std::collections::HashSet;
@@ -567,6 +624,20 @@ mod tests {
             assert!(op.tool_name().chars().all(|c| c.is_ascii_lowercase() || c == '_'));
         }
         assert_eq!(by_tool_name("svc_knowledge_source_add").map(|o| o.id), Some("knowledge_source.add"));
+    }
+
+    #[test]
+    fn the_web_applications_operations_follow_the_catalog_and_are_none_of_it() {
+        for (i, op) in ACCOUNT.iter().enumerate() {
+            assert_eq!(op.op as usize, CATALOG.len() + i, "{} is out of order", op.id);
+            assert!(std::ptr::eq(op.op.operation(), op), "{}", op.id);
+            assert_eq!(op.auth, USER_ONLY, "{}: Users only", op.id);
+            assert_eq!(by_id(op.id).map(|o| o.id), None, "{} is found by no catalog lookup", op.id);
+            assert_eq!(by_tool_name(&op.tool_name()).map(|o| o.id), None, "{}", op.id);
+            assert_eq!(nearest_path(op.id).map(|o| o.id), None, "{}", op.id);
+            assert!(!operations_json().to_string().contains(op.id), "{} is not published", op.id);
+        }
+        assert_eq!(every_operation().count(), CATALOG.len() + ACCOUNT.len());
     }
 
     /// Contract §5's scope table, verbatim.

@@ -1,7 +1,8 @@
 //! `svc-contract`: the public contract of svc as code, with no I/O.
 //!
 //! Resource and input/output types, problem codes, scopes, the operation catalog
-//! with its JSON Schemas and digest, and the OpenAPI document generated from it.
+//! with its JSON Schemas and digest, the validation of an input against them,
+//! and the OpenAPI document generated from it.
 //! Every other crate, the command-line client included, builds on this one.
 
 pub mod catalog;
@@ -17,6 +18,7 @@ pub mod problem;
 pub mod resources;
 pub mod schema;
 pub mod scope;
+pub mod validate;
 
 pub use catalog::{AuthKind, CATALOG, Operation, OperationId, WorkspaceRequirement};
 pub use problem::{Issue, Problem, ProblemCode};

@@ -1,23 +1,26 @@
 //! The web application's domain (`/account`): browser sessions, sign-ins under
-//! way, first-time setup and Workspace membership (invites, roles, removal).
+//! way, first-time setup and the rules of Workspace membership (invites,
+//! roles, removal).
 //!
 //! Setup goes through the same code as `svc-api admin user-setup`
 //! ([`crate::admin::user_setup`]); Workspaces and API keys go through the
 //! catalog's operations with the User as caller, so their rules hold
-//! unchanged. Membership has no catalog operation: its rules live here.
+//! unchanged. Membership goes through the same call path with operations of
+//! its own (`svc_contract::catalog::ACCOUNT`, handled by `ops::member`): the
+//! call path checks the least role, makes the calls idempotent and drops the
+//! callers kept; what only membership knows (who may give which role, the
+//! last owner) is here, run in the call's transaction.
 
-use sqlx::{Connection, PgPool};
-use svc_contract::{Problem, ProblemCode, Role};
+use sqlx::{PgConnection, PgPool};
+use svc_contract::{Problem, Role};
 use time::{Duration, OffsetDateTime};
 
 use crate::auth::jwt::{IdToken, VerifiedToken};
 use crate::auth::relying_party::{random_token, token_hash};
-use crate::caller::WorkspaceContext;
 use crate::error::{Error, Result};
 use crate::ids::{UserId, WorkspaceId};
 use crate::store;
 use crate::store::invites::InviteRow;
-use crate::store::members::MemberRow;
 use crate::store::types::StoredRole;
 use crate::store::web_sessions::{NewWebSession, SignInRow, WebSessionRow};
 
@@ -96,7 +99,7 @@ pub async fn finish_setup(pool: &PgPool, session: &WebSessionRow, name: &str, ty
         return Err(Problem::invalid("name", "Give a name of 1 to 120 characters.").into());
     }
     let email = if session.email.is_empty() { typed_email.trim() } else { session.email.as_str() };
-    if !crate::validate::is_email(email) {
+    if !svc_contract::validate::is_email(email) {
         return Err(Problem::invalid("email", "Give your e-mail address.").into());
     }
     crate::admin::user_setup(pool, &session.issuer, &session.subject, email, Some(name)).await.map_err(|error| {
@@ -124,19 +127,7 @@ pub async fn preview_slug(pool: &PgPool, name: &str) -> Result<String> {
     }
 }
 
-fn role_of(ws: &WorkspaceContext) -> Role {
-    ws.role.unwrap_or(Role::Member)
-}
-
-/// Owners and admins manage members; a member may not.
-fn require_manager(ws: &WorkspaceContext) -> Result<Role> {
-    let role = role_of(ws);
-    if role < Role::Admin {
-        return Err(manager_required());
-    }
-    Ok(role)
-}
-
+/// An actor no longer an owner or admin once the members are locked.
 fn manager_required() -> Error {
     Problem::permission_denied("Only a Workspace owner or admin manages its members.")
         .with_detail("reason", "role_required")
@@ -161,15 +152,12 @@ pub struct CreatedInvite {
     pub expires_at: OffsetDateTime,
 }
 
-pub async fn invite(pool: &PgPool, by: UserId, ws: &WorkspaceContext, role: Role) -> Result<CreatedInvite> {
-    may_grant(require_manager(ws)?, role)?;
-    if ws.is_archived() {
-        return Err(Problem::new(ProblemCode::WorkspaceArchived, "The Workspace is archived.").into());
-    }
+/// Makes an invite of `ws` with `role`, by a User whose role there is `by`.
+pub async fn invite(conn: &mut PgConnection, ws: WorkspaceId, by: (UserId, Role), role: Role) -> Result<CreatedInvite> {
+    may_grant(by.1, role)?;
     let token = random_token().map_err(|e| Error::internal(format!("no randomness: {e}")))?;
     let expires_at = OffsetDateTime::now_utc() + INVITE_LIFETIME;
-    let mut conn = crate::runtime::connection(pool).await?;
-    store::invites::insert(&mut conn, ws.id, &token_hash(&token), role.into(), by, expires_at).await?;
+    store::invites::insert(conn, ws, &token_hash(&token), role.into(), by.0, expires_at).await?;
     Ok(CreatedInvite { token, expires_at })
 }
 
@@ -179,38 +167,24 @@ pub async fn open_invite(pool: &PgPool, token: &str) -> Result<Option<InviteRow>
     Ok(store::invites::find_open(&mut conn, &token_hash(token)).await?)
 }
 
-pub async fn open_invites(pool: &PgPool, ws: &WorkspaceContext) -> Result<Vec<InviteRow>> {
-    require_manager(ws)?;
-    let mut conn = crate::runtime::connection(pool).await?;
-    Ok(store::invites::list_open(&mut conn, ws.id).await?)
-}
-
 fn invite_not_open() -> Error {
     Problem::invalid("invite_not_open", "This invite link was used already, has expired, or does not exist.").into()
 }
 
-/// Spends the invite and makes `user` a member with its role, in one
+/// Spends the invite and makes `user` a member with its role, in the call's
 /// transaction: a link joins one User, once. Someone already a member keeps
 /// their role (the invite is spent all the same).
-pub async fn accept_invite(pool: &PgPool, user: UserId, token: &str) -> Result<InviteRow> {
-    let mut conn = crate::runtime::connection(pool).await?;
-    let mut tx = conn.begin().await?;
-    let invite = store::invites::spend(&mut tx, &token_hash(token), user).await?.ok_or_else(invite_not_open)?;
-    store::members::add_if_absent(&mut tx, invite.workspace_id, user, invite.role).await?;
-    tx.commit().await?;
+pub async fn accept_invite(conn: &mut PgConnection, user: UserId, token: &str) -> Result<InviteRow> {
+    let invite = store::invites::spend(conn, &token_hash(token), user).await?.ok_or_else(invite_not_open)?;
+    store::members::add_if_absent(conn, invite.workspace_id, user, invite.role).await?;
     Ok(invite)
-}
-
-pub async fn members(pool: &PgPool, ws: &WorkspaceContext) -> Result<Vec<MemberRow>> {
-    let mut conn = crate::runtime::connection(pool).await?;
-    Ok(store::members::list(&mut conn, ws.id).await?)
 }
 
 /// Under the members' lock: the acting User's role as it stands now (an admin
 /// demoted since their request was authenticated manages nobody), the
 /// target's current role, and the owners there are.
 async fn locked_roles(
-    conn: &mut sqlx::PgConnection,
+    conn: &mut PgConnection,
     workspace: WorkspaceId,
     actor: UserId,
     target: UserId,
@@ -234,37 +208,33 @@ fn last_owner() -> Error {
     Problem::invalid("last_owner", "A Workspace keeps at least one owner: make someone else owner first.").into()
 }
 
+/// Gives `target` the role `role`, as `actor` (whose role is read again
+/// under the members' lock).
 pub async fn change_role(
-    pool: &PgPool,
-    ws: &WorkspaceContext,
+    conn: &mut PgConnection,
+    ws: WorkspaceId,
     actor: UserId,
     target: UserId,
     role: Role,
 ) -> Result<()> {
-    may_grant(require_manager(ws)?, role)?;
-    let mut conn = crate::runtime::connection(pool).await?;
-    let mut tx = conn.begin().await?;
-    let (by, current, owners) = locked_roles(&mut tx, ws.id, actor, target).await?;
+    let (by, current, owners) = locked_roles(conn, ws, actor, target).await?;
     may_grant(by, role)?;
     may_grant(by, current)?;
     if current == Role::Owner && role != Role::Owner && owners <= 1 {
         return Err(last_owner());
     }
-    store::workspaces::set_member(&mut tx, ws.id, target, role.into()).await?;
-    tx.commit().await?;
+    store::workspaces::set_member(conn, ws, target, role.into()).await?;
     Ok(())
 }
 
-pub async fn remove_member(pool: &PgPool, ws: &WorkspaceContext, actor: UserId, target: UserId) -> Result<()> {
-    require_manager(ws)?;
-    let mut conn = crate::runtime::connection(pool).await?;
-    let mut tx = conn.begin().await?;
-    let (by, current, owners) = locked_roles(&mut tx, ws.id, actor, target).await?;
+/// Removes `target` from `ws`, as `actor` (whose role is read again under
+/// the members' lock).
+pub async fn remove_member(conn: &mut PgConnection, ws: WorkspaceId, actor: UserId, target: UserId) -> Result<()> {
+    let (by, current, owners) = locked_roles(conn, ws, actor, target).await?;
     may_grant(by, current)?;
     if current == Role::Owner && owners <= 1 {
         return Err(last_owner());
     }
-    store::members::remove(&mut tx, ws.id, target).await?;
-    tx.commit().await?;
+    store::members::remove(conn, ws, target).await?;
     Ok(())
 }

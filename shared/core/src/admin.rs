@@ -54,7 +54,7 @@ async fn workspace(pool: &PgPool, name: &str) -> Result<WorkspaceRow> {
 }
 
 pub async fn user_setup(pool: &PgPool, issuer: &str, subject: &str, email: &str, name: Option<&str>) -> Result<Value> {
-    if !crate::validate::is_email(email) {
+    if !svc_contract::validate::is_email(email) {
         return Err(AdminError::Invalid(format!("`{email}` is not an e-mail address")));
     }
     let mut conn = crate::runtime::connection(pool).await?;

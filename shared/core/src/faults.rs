@@ -1,12 +1,50 @@
 //! Counts of database and queue faults in this process, for `/metrics`: an
 //! operator sees a flapping database, or Redis gone, as these move.
 
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::Relaxed};
+use std::sync::LazyLock;
+use std::sync::atomic::{AtomicI64, Ordering::Relaxed};
 
-static CONNECTIONS_LOST: AtomicU64 = AtomicU64::new(0);
-static BREAKERS_OPEN: AtomicI64 = AtomicI64::new(0);
-static BREAKER_TRIPS: AtomicU64 = AtomicU64::new(0);
-static RETRIES: [AtomicU64; 2] = [AtomicU64::new(0), AtomicU64::new(0)];
+use prometheus_client::encoding::{EncodeMetric, MetricEncoder};
+use prometheus_client::metrics::MetricType;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::registry::Registry;
+
+/// This process's counts, registered in its registry ([`register`]).
+struct Faults {
+    connections_lost: Counter,
+    retries: Family<[(&'static str, &'static str); 1], Counter>,
+    /// The series of `retries`, by [`Retry`].
+    retried: [Counter; 2],
+    breakers_open: BreakersOpen,
+    breaker_trips: Counter,
+}
+
+static FAULTS: LazyLock<Faults> = LazyLock::new(|| {
+    let retries = Family::<[(&'static str, &'static str); 1], Counter>::default();
+    let retried = [Retry::Request, Retry::Work].map(|what| retries.get_or_create(&[("path", what.label())]).clone());
+    Faults {
+        connections_lost: Counter::default(),
+        retries,
+        retried,
+        breakers_open: BreakersOpen::default(),
+        breaker_trips: Counter::default(),
+    }
+});
+
+/// Queue breakers open in this process, shown as 1 while any is.
+#[derive(Clone, Debug, Default)]
+struct BreakersOpen(std::sync::Arc<AtomicI64>);
+
+impl EncodeMetric for BreakersOpen {
+    fn encode(&self, mut encoder: MetricEncoder) -> std::fmt::Result {
+        encoder.encode_gauge(&self.0.load(Relaxed).min(1))
+    }
+
+    fn metric_type(&self) -> MetricType {
+        MetricType::Gauge
+    }
+}
 
 /// What was tried again after a transient database fault.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -28,70 +66,83 @@ impl Retry {
 
 /// A database connection was found dead (terminated, reset, timed out idle).
 pub fn connection_lost() {
-    CONNECTIONS_LOST.fetch_add(1, Relaxed);
+    FAULTS.connections_lost.inc();
 }
 
 /// Something was tried again after a transient fault.
 pub fn retried(what: Retry) {
-    RETRIES[what as usize].fetch_add(1, Relaxed);
+    FAULTS.retried[what as usize].inc();
 }
 
 /// How many times `what` was tried again so far in this process.
 pub fn retries(what: Retry) -> u64 {
-    RETRIES[what as usize].load(Relaxed)
+    FAULTS.retried[what as usize].get()
 }
 
 /// The queue's circuit breaker opened (a push to Redis failed).
 pub fn queue_breaker_opened() {
-    BREAKERS_OPEN.fetch_add(1, Relaxed);
-    BREAKER_TRIPS.fetch_add(1, Relaxed);
+    FAULTS.breakers_open.0.fetch_add(1, Relaxed);
+    FAULTS.breaker_trips.inc();
 }
 
 /// The queue's circuit breaker closed (Redis answers again).
 pub fn queue_breaker_closed() {
-    BREAKERS_OPEN.fetch_sub(1, Relaxed);
+    FAULTS.breakers_open.0.fetch_sub(1, Relaxed);
 }
 
-/// The counters in the Prometheus text format.
-pub fn render() -> String {
-    let mut out = String::new();
-    out.push_str(
-        "# HELP svc_db_connection_lost_total Database connections found dead (terminated, reset, closed by a proxy).\n",
+/// Adds these counts to a process's registry ([`crate::metrics::Registry`]).
+pub(crate) fn register(registry: &mut Registry) {
+    let faults = &*FAULTS;
+    registry.register(
+        "svc_db_connection_lost",
+        "Database connections found dead (terminated, reset, closed by a proxy)",
+        faults.connections_lost.clone(),
     );
-    out.push_str("# TYPE svc_db_connection_lost_total counter\n");
-    out.push_str(&format!("svc_db_connection_lost_total {}\n", CONNECTIONS_LOST.load(Relaxed)));
-    out.push_str("# HELP svc_db_retries_total Calls and work steps tried again after a transient database fault.\n");
-    out.push_str("# TYPE svc_db_retries_total counter\n");
-    for what in [Retry::Request, Retry::Work] {
-        out.push_str(&format!(
-            "svc_db_retries_total{{path=\"{}\"}} {}\n",
-            what.label(),
-            RETRIES[what as usize].load(Relaxed)
-        ));
-    }
-    out.push_str("# HELP svc_queue_breaker_open 1 while pushes to Redis fail at once (a push failed; a probe waits for Redis).\n");
-    out.push_str("# TYPE svc_queue_breaker_open gauge\n");
-    out.push_str(&format!("svc_queue_breaker_open {}\n", BREAKERS_OPEN.load(Relaxed).min(1)));
-    out.push_str("# HELP svc_queue_breaker_trips_total Times a failed push to Redis opened the queue's breaker.\n");
-    out.push_str("# TYPE svc_queue_breaker_trips_total counter\n");
-    out.push_str(&format!("svc_queue_breaker_trips_total {}\n", BREAKER_TRIPS.load(Relaxed)));
-    out
+    registry.register(
+        "svc_db_retries",
+        "Calls and work steps tried again after a transient database fault",
+        faults.retries.clone(),
+    );
+    registry.register(
+        "svc_queue_breaker_open",
+        "1 while pushes to Redis fail at once (a push failed; a probe waits for Redis)",
+        faults.breakers_open.clone(),
+    );
+    registry.register(
+        "svc_queue_breaker_trips",
+        "Times a failed push to Redis opened the queue's breaker",
+        faults.breaker_trips.clone(),
+    );
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::metrics::Scrape;
 
     #[test]
     fn counters_render_with_their_labels() {
         connection_lost();
         retried(Retry::Work);
-        let text = render();
+        let text = crate::metrics::Registry::default().render(Scrape::default());
         assert!(text.contains("# TYPE svc_db_connection_lost_total counter"));
         assert!(text.lines().any(|l| l.starts_with("svc_db_connection_lost_total ") && !l.ends_with(" 0")));
         assert!(text.lines().any(|l| l.starts_with("svc_db_retries_total{path=\"work\"} ") && !l.ends_with(" 0")));
         assert!(text.contains("svc_db_retries_total{path=\"request\"}"));
         assert!(text.contains("# TYPE svc_queue_breaker_open gauge\nsvc_queue_breaker_open "), "{text}");
         assert!(text.contains("svc_queue_breaker_trips_total "), "{text}");
+    }
+
+    #[test]
+    fn open_breakers_show_as_one() {
+        let open = || {
+            let text = crate::metrics::Registry::default().render(Scrape::default());
+            text.lines().find_map(|l| l.strip_prefix("svc_queue_breaker_open ")).map(str::to_owned)
+        };
+        queue_breaker_opened();
+        queue_breaker_opened();
+        assert_eq!(open().as_deref(), Some("1"));
+        queue_breaker_closed();
+        queue_breaker_closed();
     }
 }

@@ -28,6 +28,7 @@ pub mod knowledge;
 pub mod lease;
 pub mod listen_cache;
 pub mod listening;
+pub mod metrics;
 pub mod openai;
 mod ops;
 pub mod reconcile;
@@ -37,7 +38,6 @@ pub mod service;
 pub mod slug;
 pub mod store;
 pub mod timestamp;
-pub mod validate;
 
 pub use call::{ClientHints, Reply};
 pub use caller::Caller;

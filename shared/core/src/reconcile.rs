@@ -20,43 +20,20 @@ use std::collections::{HashMap, HashSet};
 
 use serde_json::{Value, json};
 use sqlx::{Connection, PgConnection, PgPool};
-use svc_contract::knowledge::{KnowledgeSource, PlanAction, PlanEntry, Provenance, ReconcileRun, ReconcileStatus};
-use svc_contract::operations::knowledge_source::{ManifestEntry, ReconcileInput, UpsertEntry};
+use svc_contract::knowledge::{KnowledgeSource, PlanAction, PlanEntry, ReconcileRun, ReconcileStatus};
+use svc_contract::operations::knowledge_source::{ManifestEntry, ReconcileInput};
 use svc_contract::{Problem, ProblemCode};
 
 use crate::entitlements::LimitKey;
 use crate::error::{Error, Result};
 use crate::ids::{AgentId, RunId, SourceId, WorkspaceId};
 use crate::jobs::{Job, Queue};
-use crate::knowledge::{self, Replaced, Scope, Submission};
+use crate::knowledge::{self, Replaced, Scope};
 use crate::store::knowledge::SourceRow;
 use crate::store::reconcile::{EntryRow, NewEntry, RunRow};
 use crate::store::types::{StoredReconcileStatus, StoredRevisionState, StoredWorkspaceStatus};
 use crate::store::usage::Delta;
 use crate::store::{self};
-
-fn submission(entry: &UpsertEntry) -> Submission<'_> {
-    Submission {
-        title: &entry.title,
-        provenance: &entry.provenance,
-        revision: &entry.revision,
-        digest: &entry.digest,
-        required: entry.required,
-        content: &entry.content,
-    }
-}
-
-/// Whether `source`'s latest revision says what `submission` says, and still
-/// holds (a failed one is submitted again).
-fn unchanged(source: &SourceRow, submission: &Submission<'_>) -> bool {
-    source.latest_state != StoredRevisionState::Failed
-        && source.digest == submission.digest
-        && source.title == submission.title
-        && source.revision == submission.revision
-        && source.required == submission.required
-        && source.provenance_kind == submission.provenance.kind.into()
-        && source.provenance_uri == submission.provenance.uri
-}
 
 /// What a source's revisions weigh in `knowledge_bytes`: the active one, and
 /// a candidate still to process.
@@ -89,7 +66,8 @@ pub async fn plan(conn: &mut PgConnection, scope: Scope<'_>, input: &ReconcileIn
     }
     for (i, entry) in entries.iter().enumerate() {
         if let ManifestEntry::Upsert(upsert) = entry {
-            submission(upsert).verify().map_err(|p| p.with_detail("path", format!("/manifest/sources/{i}/digest")))?;
+            let at = || format!("/manifest/sources/{i}/digest");
+            upsert.submission.verify().map_err(|p| p.with_detail("path", at()))?;
         }
     }
     if store::agents::get(conn, scope.workspace, scope.agent).await?.is_none() {
@@ -108,13 +86,16 @@ pub async fn plan(conn: &mut PgConnection, scope: Scope<'_>, input: &ReconcileIn
         let action = match (entry, current) {
             (ManifestEntry::Upsert(upsert), None) => {
                 delta = delta.and(Delta::of(LimitKey::KnowledgeSources, 1));
-                delta = delta.and(Delta::of(LimitKey::KnowledgeBytes, upsert.content.len() as i64));
+                delta = delta.and(Delta::of(LimitKey::KnowledgeBytes, upsert.submission.bytes() as i64));
                 PlanAction::Add
             }
-            (ManifestEntry::Upsert(upsert), Some(source)) if unchanged(source, &submission(upsert)) => PlanAction::Noop,
+            (ManifestEntry::Upsert(upsert), Some(source)) if knowledge::repeats(&upsert.submission, source.into()) => {
+                PlanAction::Noop
+            }
             (ManifestEntry::Upsert(upsert), Some(source)) => {
                 let (_, superseded) = held_bytes(source);
-                delta = delta.and(Delta::of(LimitKey::KnowledgeBytes, upsert.content.len() as i64 - superseded));
+                let bytes = upsert.submission.bytes() as i64;
+                delta = delta.and(Delta::of(LimitKey::KnowledgeBytes, bytes - superseded));
                 PlanAction::Replace
             }
             (ManifestEntry::Tombstone(tombstone), Some(source)) => {
@@ -228,13 +209,13 @@ fn new_entry<'a>(entry: &'a ManifestEntry, planned: &PlanEntry) -> NewEntry<'a> 
             source_id,
             tombstone: false,
             confirm: None,
-            title: Some(&upsert.title),
-            provenance_kind: Some(upsert.provenance.kind.into()),
-            provenance_uri: Some(&upsert.provenance.uri),
-            revision: Some(&upsert.revision),
-            digest: Some(&upsert.digest),
-            required: Some(upsert.required),
-            content: Some(&upsert.content),
+            title: Some(&upsert.submission.title),
+            provenance_kind: Some(upsert.submission.provenance.kind.into()),
+            provenance_uri: Some(&upsert.submission.provenance.uri),
+            revision: Some(&upsert.submission.revision),
+            digest: Some(&upsert.submission.digest),
+            required: Some(upsert.submission.required),
+            content: Some(&upsert.submission.content),
         },
     }
 }
@@ -362,7 +343,7 @@ async fn apply_next(tx: &mut PgConnection, run: &RunRow) -> Result<Option<Job>> 
         .await?
         .ok_or_else(|| Error::internal(format!("run {} has no entry {}", run.id, run.checkpoint)))?;
     let scope = Scope { workspace: run.workspace_id, agent: run.agent_id, entitlement: &held.entitlement };
-    let (action, source, job) = apply_entry(tx, scope, &entry).await?;
+    let (action, source, job) = apply_entry(tx, scope, entry).await?;
     if !store::reconcile::advance(tx, run.id, run.checkpoint, action.into(), source).await? {
         return Err(Error::internal(format!("run {} moved under its lock", run.id)));
     }
@@ -373,7 +354,7 @@ async fn apply_next(tx: &mut PgConnection, run: &RunRow) -> Result<Option<Job>> 
 async fn apply_entry(
     tx: &mut PgConnection,
     scope: Scope<'_>,
-    entry: &EntryRow,
+    entry: EntryRow,
 ) -> Result<(PlanAction, Option<SourceId>, Option<Job>)> {
     let current = store::knowledge::by_keys(tx, scope.agent, std::slice::from_ref(&entry.key)).await?.pop();
     if entry.tombstone {
@@ -386,28 +367,19 @@ async fn apply_entry(
             other => (PlanAction::Noop, other.map(|s| s.id), None),
         });
     }
-    let provenance = Provenance {
-        kind: entry.provenance_kind.ok_or_else(|| Error::internal("upsert without provenance"))?.into(),
-        uri: entry.provenance_uri.clone().unwrap_or_default(),
-    };
-    let missing = || Error::internal("upsert entry without its fields");
-    let submission = Submission {
-        title: entry.title.as_deref().ok_or_else(missing)?,
-        provenance: &provenance,
-        revision: entry.revision.as_deref().ok_or_else(missing)?,
-        digest: entry.digest.as_deref().ok_or_else(missing)?,
-        required: entry.required.ok_or_else(missing)?,
-        content: entry.content.as_deref().ok_or_else(missing)?,
-    };
+    let key = entry.key.clone();
+    let submission = entry.into_submission().ok_or_else(|| Error::internal("upsert entry without its fields"))?;
     match current {
         None => {
             // Admitted already, under the run's hold (`apply_next`).
             let (source, job) =
-                knowledge::add(tx, scope, &entry.key, submission, knowledge::NewIds::fresh(), |_| Ok(())).await?;
+                knowledge::add(tx, scope, &key, &submission, knowledge::NewIds::fresh(), |_| Ok(())).await?;
             Ok((PlanAction::Add, Some(source.id), Some(job)))
         }
-        Some(source) if unchanged(&source, &submission) => Ok((PlanAction::Noop, Some(source.id), None)),
-        Some(source) => match knowledge::replace(tx, scope, source.id, submission).await? {
+        Some(source) if knowledge::repeats(&submission, (&source).into()) => {
+            Ok((PlanAction::Noop, Some(source.id), None))
+        }
+        Some(source) => match knowledge::replace(tx, scope, source.id, &submission).await? {
             Replaced::Candidate(job) => Ok((PlanAction::Replace, Some(source.id), Some(job))),
             Replaced::Unchanged => Ok((PlanAction::Noop, Some(source.id), None)),
         },

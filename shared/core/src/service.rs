@@ -22,7 +22,6 @@ use crate::jobs::Queue;
 use crate::listen_cache::Figures;
 use crate::ops;
 use crate::store::callers::Selector;
-use crate::validate::Validators;
 
 /// The domain: one per process, shared by every surface.
 pub struct Service {
@@ -30,7 +29,6 @@ pub struct Service {
     shared: Shared,
     callers: CallerCache,
     jwt: Option<JwtVerifier>,
-    validators: Validators,
 }
 
 impl Service {
@@ -39,7 +37,8 @@ impl Service {
     pub fn new(pool: PgPool, queue: Option<Queue>, config: CoreConfig) -> Result<Self, String> {
         let jwt = config.oidc.as_ref().map(JwtVerifier::new).transpose()?;
         let callers = CallerCache::new(config.caller_cache_entries, config.caller_cache_max_age);
-        Ok(Self { shared: Shared::new(pool, queue, config), callers, jwt, validators: Validators::new()? })
+        svc_contract::validate::compile_all()?;
+        Ok(Self { shared: Shared::new(pool, queue, config), callers, jwt })
     }
 
     /// Answers come from `llm` (instead of being extractive).
@@ -90,10 +89,9 @@ impl Service {
         (!self.shared.waits.is_off()).then(|| self.shared.waits.figures())
     }
 
-    /// Drops every kept caller: a change through this process (the web
-    /// application's member changes, say) is seen by its next request, before
-    /// PostgreSQL's notification arrives.
-    pub fn forget_callers(&self) {
+    /// Drops every kept caller: a change through this process is seen by its
+    /// next request, before PostgreSQL's notification arrives.
+    fn forget_callers(&self) {
         self.callers.clear();
     }
 
@@ -316,7 +314,7 @@ impl Session<'_> {
         client: &ClientHints,
     ) -> Result<Reply, Problem> {
         let service = self.service;
-        service.validators.check(op, &input)?;
+        svc_contract::validate::check(op, &input)?;
         let idempotency_key = take_idempotency_key(op, &mut input);
         let workspace = match op.workspace {
             WorkspaceRequirement::Required => Some(caller.selection.required()?),
@@ -365,9 +363,12 @@ impl Session<'_> {
 }
 
 /// Whether a successful `op` may change what authentication finds (a key
-/// revoked or rotated, a Workspace created, renamed or archived).
+/// revoked or rotated, a Workspace created, renamed or archived, a member's
+/// role changed, a member removed or joined).
 fn changes_callers(op: &Operation) -> bool {
-    op.mutating && (op.id.starts_with("workspace.") || op.id.starts_with("api_key."))
+    use svc_contract::OperationId::{InviteAccept, MemberRemove, MemberSetRole};
+    let membership = matches!(op.op, MemberSetRole | MemberRemove | InviteAccept);
+    op.mutating && (op.id.starts_with("workspace.") || op.id.starts_with("api_key.") || membership)
 }
 
 /// Where a User finishes signing up: the web application of this server.
@@ -433,7 +434,31 @@ fn authorize(op: &Operation, principal: &Principal, workspace: Option<&Workspace
 
 #[cfg(test)]
 mod tests {
+    use svc_contract::OperationId;
+    use svc_contract::catalog::every_operation;
+
     use super::*;
+
+    /// Every write that may change what authentication finds drops the
+    /// callers kept, the web application's membership changes included.
+    #[test]
+    fn writes_that_change_callers_forget_them() {
+        let forgetting: Vec<&str> = every_operation().filter(|op| changes_callers(op)).map(|op| op.id).collect();
+        assert_eq!(
+            forgetting,
+            [
+                "workspace.create",
+                "workspace.rename",
+                "api_key.create",
+                "api_key.rotate",
+                "api_key.revoke",
+                "member.set_role",
+                "member.remove",
+                "invite.accept"
+            ]
+        );
+        assert!(!changes_callers(OperationId::MemberInvite.operation()), "an invite changes nobody's access yet");
+    }
     use crate::runtime::sizes::{future_of_1, future_of_3, future_of_5};
 
     /// A request's futures are moved and copied whole as they are built,

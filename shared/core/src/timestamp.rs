@@ -15,6 +15,13 @@ pub fn rfc3339(at: OffsetDateTime) -> String {
     at.format(&Rfc3339).unwrap_or_default()
 }
 
+/// The UTC day (`2026-11-22`) of a contract timestamp.
+pub fn day(at: Timestamp) -> String {
+    OffsetDateTime::from_unix_timestamp_nanos(i128::from(at) * 1_000_000)
+        .map(|at| at.date().to_string())
+        .unwrap_or_default()
+}
+
 #[cfg(test)]
 mod tests {
     use time::macros::datetime;
@@ -27,5 +34,6 @@ mod tests {
         assert_eq!(millis(at), 1_795_342_830_456);
         assert_eq!(rfc3339(at), "2026-11-22T10:20:30Z");
         assert_eq!(rfc3339(datetime!(2026-11-22 12:00:00 +02:00)), "2026-11-22T10:00:00Z");
+        assert_eq!(day(millis(at)), "2026-11-22");
     }
 }

@@ -1,4 +1,5 @@
-//! Input and output types of the 30 operations, one module per group.
+//! Input and output types of the 30 operations, one module per group, and of
+//! the web application's membership operations (`member`).
 //!
 //! Inputs deny unknown fields. `idempotencyKey` is not declared here: the catalog
 //! adds it to the schema of every mutating operation and the call path takes it
@@ -8,6 +9,7 @@ pub mod agent;
 pub mod api_key;
 pub mod identity;
 pub mod knowledge_source;
+pub mod member;
 pub mod public_chat;
 pub mod widget;
 pub mod workspace;

@@ -26,6 +26,7 @@ use waits::WaitCache;
 
 use sqlx::PgConnection;
 use svc_contract::knowledge::{KnowledgeSource, Provenance, Revision, SourceState};
+use svc_contract::operations::knowledge_source::Submission;
 use svc_contract::{Problem, ProblemCode};
 use time::OffsetDateTime;
 
@@ -116,65 +117,88 @@ impl From<SourceRow> for KnowledgeSource {
     }
 }
 
-/// Reviewed content with its metadata, as add, replace and reconcile submit it.
+/// What a source's latest revision states of its content: what a replace or
+/// a reconcile entry is compared with ([`repeats`]).
 #[derive(Clone, Copy, Debug)]
-pub struct Submission<'a> {
-    pub title: &'a str,
-    pub provenance: &'a Provenance,
+pub struct Latest<'a> {
+    pub state: StoredRevisionState,
     pub revision: &'a str,
     pub digest: &'a str,
+    pub title: &'a str,
+    pub provenance_kind: StoredProvenanceKind,
+    pub provenance_uri: &'a str,
     pub required: bool,
-    pub content: &'a str,
 }
 
-impl Submission<'_> {
-    /// `digest_mismatch` unless the digest is that of the content, checked
-    /// before anything is stored.
-    pub fn verify(&self) -> Result<(), Problem> {
-        let actual = svc_contract::digest::sha256_prefixed(self.content.as_bytes());
-        if actual == self.digest {
-            return Ok(());
-        }
-        Err(Problem::invalid("digest_mismatch", "`digest` is not the SHA-256 of `content`.")
-            .with_detail("expected", actual))
-    }
-
-    /// Whether this submission says the same as a stored revision (a replace or
-    /// reconcile that changes nothing).
-    pub fn matches(&self, stored: &RevisionFacts) -> bool {
-        stored.digest == self.digest
-            && stored.title == self.title
-            && stored.revision == self.revision
-            && stored.required == self.required
-            && stored.provenance_kind == StoredProvenanceKind::from(self.provenance.kind)
-            && stored.provenance_uri == self.provenance.uri
-    }
-
-    fn bytes(&self) -> i64 {
-        self.content.len() as i64
-    }
-
-    fn new_revision(
-        &self,
-        id: RevisionId,
-        source: SourceId,
-        workspace: WorkspaceId,
-        agent: AgentId,
-    ) -> NewRevision<'_> {
-        NewRevision {
-            id,
-            source_id: source,
-            workspace_id: workspace,
-            agent_id: agent,
-            revision: self.revision,
-            digest: self.digest,
-            title: self.title,
-            provenance_kind: self.provenance.kind.into(),
-            provenance_uri: &self.provenance.uri,
-            required: self.required,
-            content: self.content,
+impl<'a> From<&'a RevisionFacts> for Latest<'a> {
+    fn from(facts: &'a RevisionFacts) -> Self {
+        Self {
+            state: facts.state,
+            revision: &facts.revision,
+            digest: &facts.digest,
+            title: &facts.title,
+            provenance_kind: facts.provenance_kind,
+            provenance_uri: &facts.provenance_uri,
+            required: facts.required,
         }
     }
+}
+
+/// A source's row states its latest revision's metadata at the top level.
+impl<'a> From<&'a SourceRow> for Latest<'a> {
+    fn from(row: &'a SourceRow) -> Self {
+        Self {
+            state: row.latest_state,
+            revision: &row.revision,
+            digest: &row.digest,
+            title: &row.title,
+            provenance_kind: row.provenance_kind,
+            provenance_uri: &row.provenance_uri,
+            required: row.required,
+        }
+    }
+}
+
+/// Whether `submission` says what the latest revision says (digest, title,
+/// provenance, revision, required) and that revision still holds its content
+/// (a failed one is submitted again): a replace or a reconcile entry that
+/// changes nothing.
+pub fn repeats(submission: &Submission, latest: Latest<'_>) -> bool {
+    latest.state.holds_content()
+        && latest.digest == submission.digest
+        && latest.title == submission.title
+        && latest.revision == submission.revision
+        && latest.required == submission.required
+        && latest.provenance_kind == StoredProvenanceKind::from(submission.provenance.kind)
+        && latest.provenance_uri == submission.provenance.uri
+}
+
+/// The revision row a submission becomes.
+fn new_revision(
+    submission: &Submission,
+    id: RevisionId,
+    source: SourceId,
+    workspace: WorkspaceId,
+    agent: AgentId,
+) -> NewRevision<'_> {
+    NewRevision {
+        id,
+        source_id: source,
+        workspace_id: workspace,
+        agent_id: agent,
+        revision: &submission.revision,
+        digest: &submission.digest,
+        title: &submission.title,
+        provenance_kind: submission.provenance.kind.into(),
+        provenance_uri: &submission.provenance.uri,
+        required: submission.required,
+        content: &submission.content,
+    }
+}
+
+/// A submission's size in `knowledge_bytes`.
+fn bytes(submission: &Submission) -> i64 {
+    i64::try_from(submission.bytes()).unwrap_or(i64::MAX)
 }
 
 /// The Workspace a knowledge write acts on, with the Entitlement its limits
@@ -210,8 +234,8 @@ impl NewIds {
 }
 
 /// The usage one add grows.
-fn add_delta(submission: &Submission<'_>) -> Delta {
-    Delta::of(LimitKey::KnowledgeSources, 1).and(Delta::of(LimitKey::KnowledgeBytes, submission.bytes()))
+fn add_delta(submission: &Submission) -> Delta {
+    Delta::of(LimitKey::KnowledgeSources, 1).and(Delta::of(LimitKey::KnowledgeBytes, bytes(submission)))
 }
 
 /// knowledge_source.add of a verified submission: a new source with a
@@ -234,13 +258,13 @@ pub async fn add(
     conn: &mut PgConnection,
     scope: Scope<'_>,
     key: &str,
-    submission: Submission<'_>,
+    submission: &Submission,
     ids: NewIds,
     admit: impl FnOnce(&Held) -> Result<()>,
 ) -> Result<(SourceRow, Job)> {
     debug_assert!(submission.verify().is_ok(), "add of an unverified submission");
-    let wanted = add_delta(&submission);
-    let first = submission.new_revision(ids.revision, ids.source, scope.workspace, scope.agent);
+    let wanted = add_delta(submission);
+    let first = new_revision(submission, ids.revision, ids.source, scope.workspace, scope.agent);
     let (held, added) = store::knowledge::add_source(conn, key, &first, &Room::under(scope.entitlement), None).await?;
     let existing = match added {
         Added::KeyExists => store::knowledge::id_by_key(conn, scope.agent, key).await?,
@@ -285,12 +309,12 @@ pub async fn add_alone(
     conn: &mut PgConnection,
     scope: Scope<'_>,
     key: &str,
-    submission: Submission<'_>,
+    submission: &Submission,
     ids: NewIds,
     standing: &Standing,
 ) -> Result<Option<(SourceRow, Job)>> {
     debug_assert!(submission.verify().is_ok(), "add of an unverified submission");
-    let first = submission.new_revision(ids.revision, ids.source, scope.workspace, scope.agent);
+    let first = new_revision(submission, ids.revision, ids.source, scope.workspace, scope.agent);
     let room = Room::under(scope.entitlement);
     match store::knowledge::add_source(conn, key, &first, &room, Some(standing)).await {
         Ok((_, Added::Added { row, room_taken: true })) => {
@@ -323,7 +347,7 @@ pub async fn replace(
     conn: &mut PgConnection,
     scope: Scope<'_>,
     source: SourceId,
-    submission: Submission<'_>,
+    submission: &Submission,
 ) -> Result<Replaced> {
     debug_assert!(submission.verify().is_ok(), "replace of an unverified submission");
     let held =
@@ -336,9 +360,9 @@ async fn replace_held(
     conn: &mut PgConnection,
     scope: Scope<'_>,
     held: &HeldSource,
-    submission: Submission<'_>,
+    submission: &Submission,
 ) -> Result<Replaced> {
-    if submission.matches(&held.latest) && held.latest.state.holds_content() {
+    if repeats(submission, Latest::from(&held.latest)) {
         return Ok(Replaced::Unchanged);
     }
     let mut freed = 0;
@@ -349,13 +373,13 @@ async fn replace_held(
         freed = bytes;
     }
     let revision = RevisionId::new();
-    store::knowledge::insert_revision(conn, &submission.new_revision(revision, held.id, scope.workspace, scope.agent))
+    store::knowledge::insert_revision(conn, &new_revision(submission, revision, held.id, scope.workspace, scope.agent))
         .await?;
     store::knowledge::set_candidate(conn, held.id, revision).await?;
     // Usage last, in one change: the superseded candidate's bytes are freed
     // before the new revision's are checked against the limit.
     let (wanted, freed) =
-        (Delta::of(LimitKey::KnowledgeBytes, submission.bytes()), Delta::of(LimitKey::KnowledgeBytes, -freed));
+        (Delta::of(LimitKey::KnowledgeBytes, bytes(submission)), Delta::of(LimitKey::KnowledgeBytes, -freed));
     store::usage::reserve_within_limits_freeing(conn, scope.workspace, scope.entitlement, &wanted, &freed).await?;
     Ok(Replaced::Candidate(Job::ProcessRevision { revision }))
 }
@@ -539,18 +563,5 @@ mod tests {
         assert!(retry_after_ms(10) > retry_after_ms(1));
         assert_eq!(retry_after_ms(1_000_000), 5_000);
         assert_eq!(retry_after_ms(-3), 100);
-    }
-
-    #[test]
-    fn digests_are_checked_against_the_content() {
-        let provenance = Provenance { kind: svc_contract::knowledge::ProvenanceKind::Manual, uri: "u".into() };
-        let content = "Hello";
-        let digest = svc_contract::digest::sha256_prefixed(content.as_bytes());
-        let good =
-            Submission { title: "t", provenance: &provenance, revision: "1", digest: &digest, required: true, content };
-        assert!(good.verify().is_ok());
-        let bad = Submission { content: "Hello!", ..good };
-        let problem = bad.verify().unwrap_err();
-        assert_eq!(problem.details.unwrap()["reason"], "digest_mismatch");
     }
 }

@@ -30,9 +30,11 @@
 //! another run just did is no longer due), and one that another run holds
 //! is skipped without waiting. A skipped table is not counted as done.
 
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::LazyLock;
 use std::time::Duration;
 
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
 use sqlx::{PgConnection, PgPool};
 
 use crate::error::Result;
@@ -100,8 +102,20 @@ pub fn vacuum_due(live: i64, dead: i64) -> bool {
     dead >= (live / 50).clamp(MIN_DEAD, MAX_DEAD)
 }
 
-static ANALYZED: [AtomicU64; ANALYZED_TABLES.len()] = [const { AtomicU64::new(0) }; ANALYZED_TABLES.len()];
-static VACUUMED: [AtomicU64; VACUUMED_TABLES.len()] = [const { AtomicU64::new(0) }; VACUUMED_TABLES.len()];
+/// Runs of one kind of upkeep by this process, by table.
+type Runs = Family<[(&'static str, &'static str); 1], Counter>;
+
+/// Every table of `tables` at 0, so each is shown from the start.
+fn runs_of(tables: &[&'static str]) -> Runs {
+    let runs = Runs::default();
+    for table in tables {
+        let _ = runs.get_or_create(&[("table", *table)]);
+    }
+    runs
+}
+
+static ANALYZED: LazyLock<Runs> = LazyLock::new(|| runs_of(&ANALYZED_TABLES));
+static VACUUMED: LazyLock<Runs> = LazyLock::new(|| runs_of(&VACUUMED_TABLES));
 
 /// How often a worker looks (a read of PostgreSQL's statistics views).
 pub const LOOK_EVERY: Duration = Duration::from_secs(5);
@@ -126,7 +140,7 @@ pub async fn vacuum(pool: &PgPool, every: Duration) -> Result<Vec<&'static str>>
 /// runs of it a table has had.
 struct Kind {
     tables: &'static [&'static str],
-    counters: &'static [AtomicU64],
+    counters: &'static Runs,
     due: fn(&Changes) -> bool,
     runs: fn(&Changes) -> i64,
 }
@@ -167,11 +181,11 @@ pub async fn look_after(pool: &PgPool, upkeep: Upkeep, every: Duration) -> Resul
     conn.close_on_drop();
     store::statistics::unbound(&mut conn).await?;
     let mut done = Vec::new();
-    for (table, counter) in tables.iter().zip(counters) {
+    for table in tables {
         let Some(before) = figures(&mut conn, table).await?.filter(due) else { continue };
         store::statistics::run(&mut conn, upkeep, table).await?;
         if figures(&mut conn, table).await?.is_some_and(|after| runs(&after) > runs(&before)) {
-            counter.fetch_add(1, Relaxed);
+            counters.get_or_create(&[("table", *table)]).inc();
             done.push(*table);
         } else {
             // Routine while autovacuum holds the table; lasting, an owner to fix.
@@ -185,23 +199,18 @@ pub async fn look_after(pool: &PgPool, upkeep: Upkeep, every: Duration) -> Resul
     Ok(done)
 }
 
-/// The counters in the Prometheus text format.
-pub fn render() -> String {
-    let mut out = String::from(
-        "# HELP svc_knowledge_analyzed_total ANALYZE runs of a knowledge table by this process (knowledge::statistics).\n\
-         # TYPE svc_knowledge_analyzed_total counter\n",
+/// Adds the runs of each upkeep to a worker's registry.
+pub fn register(registry: &mut crate::metrics::Registry) {
+    registry.register(
+        "svc_knowledge_analyzed",
+        "ANALYZE runs of a knowledge table by this process (knowledge::statistics)",
+        ANALYZED.clone(),
     );
-    for (i, table) in ANALYZED_TABLES.iter().enumerate() {
-        out.push_str(&format!("svc_knowledge_analyzed_total{{table=\"{table}\"}} {}\n", ANALYZED[i].load(Relaxed)));
-    }
-    out.push_str(
-        "# HELP svc_knowledge_vacuumed_total VACUUM runs of a knowledge table by this process (knowledge::statistics).\n\
-         # TYPE svc_knowledge_vacuumed_total counter\n",
+    registry.register(
+        "svc_knowledge_vacuumed",
+        "VACUUM runs of a knowledge table by this process (knowledge::statistics)",
+        VACUUMED.clone(),
     );
-    for (i, table) in VACUUMED_TABLES.iter().enumerate() {
-        out.push_str(&format!("svc_knowledge_vacuumed_total{{table=\"{table}\"}} {}\n", VACUUMED[i].load(Relaxed)));
-    }
-    out
 }
 
 #[cfg(test)]
@@ -231,7 +240,9 @@ mod tests {
 
     #[test]
     fn every_table_has_a_counter() {
-        let text = render();
+        let mut registry = crate::metrics::Registry::default();
+        register(&mut registry);
+        let text = registry.render(crate::metrics::Scrape::default());
         for table in ANALYZED_TABLES {
             assert!(text.contains(&format!("svc_knowledge_analyzed_total{{table=\"{table}\"}} ")), "{table}");
         }

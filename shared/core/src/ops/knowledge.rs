@@ -14,7 +14,7 @@ use super::{Ctx, Done, Handler, Lock, Page, hold};
 use crate::error::Result;
 use crate::ids::{AgentId, SourceId};
 use crate::knowledge::waits::Stale;
-use crate::knowledge::{self, NewIds, Replaced, Scope, Submission};
+use crate::knowledge::{self, NewIds, Replaced, Scope};
 use crate::store::knowledge::Standing;
 use crate::{cursor, store};
 
@@ -101,17 +101,6 @@ impl<'de> Deserialize<'de> for Adding {
     }
 }
 
-fn submission(input: &AddInput) -> Submission<'_> {
-    Submission {
-        title: &input.title,
-        provenance: &input.provenance,
-        revision: &input.revision,
-        digest: &input.digest,
-        required: input.required,
-        content: &input.content,
-    }
-}
-
 impl Handler for Add {
     type Input = Adding;
     type Output = KnowledgeSourceOutput;
@@ -127,7 +116,7 @@ impl Handler for Add {
         adding: &Adding,
     ) -> Result<Option<Done<Self::Output>>> {
         let (input, ws) = (&adding.input, ctx.workspace()?);
-        let submission = submission(input);
+        let submission = &input.submission;
         let (Some(agent), Ok(())) = (AgentId::parse(&input.agent_id), submission.verify()) else {
             return Ok(None);
         };
@@ -146,7 +135,7 @@ impl Handler for Add {
 
     async fn handle(ctx: &Ctx<'_>, conn: &mut PgConnection, adding: Adding) -> Result<Done<Self::Output>> {
         let (input, ids) = (&adding.input, adding.ids);
-        let submission = submission(input);
+        let submission = &input.submission;
         // An input the add's statement cannot be sent with (an Agent id that
         // cannot be one, a wrong digest) is refused after the Workspace's own
         // checks, as every write's problems are.
@@ -190,16 +179,8 @@ impl Handler for Replace {
 
     async fn handle(ctx: &Ctx<'_>, conn: &mut PgConnection, input: ReplaceInput) -> Result<Done<Self::Output>> {
         let (agent, source) = (agent_id(&input.agent_id)?, source_id(&input.source_id)?);
-        let submission = Submission {
-            title: &input.title,
-            provenance: &input.provenance,
-            revision: &input.revision,
-            digest: &input.digest,
-            required: input.required,
-            content: &input.content,
-        };
-        submission.verify()?;
-        let jobs = match knowledge::replace(conn, scope(ctx, agent)?, source, submission).await? {
+        input.submission.verify()?;
+        let jobs = match knowledge::replace(conn, scope(ctx, agent)?, source, &input.submission).await? {
             Replaced::Candidate(job) => vec![job],
             Replaced::Unchanged => Vec::new(),
         };

@@ -23,6 +23,7 @@ mod agent;
 mod api_key;
 mod identity;
 mod knowledge;
+mod member;
 mod public_chat;
 mod reconcile;
 mod widget;
@@ -251,9 +252,16 @@ respond_with_data!(
     out::widget::ConfigurationOutput,
     out::widget::ManifestOutput,
     out::widget::VerifyOutput,
+    out::member::ListOutput,
+    out::member::InvitesOutput,
+    out::member::InviteOutput,
+    out::member::MemberOutput,
+    out::member::RemovedOutput,
+    out::member::AcceptOutput,
 );
 
-/// Every operation, with the runner its policy needs.
+/// Every operation (the catalog's and the web application's), with the
+/// runner its policy needs.
 pub(crate) async fn dispatch(
     ctx: &Ctx<'_>,
     session: &mut call::Connection<'_>,
@@ -295,6 +303,12 @@ pub(crate) async fn dispatch(
         WidgetConfigure => write::<widget::Configure>(ctx, session, op, input, key).boxed(),
         WidgetManifest => read::<widget::Manifest>(ctx, session, op, input).boxed(),
         WidgetVerify => detached(session, op, widget::verify(ctx, parse(input)?)).boxed(),
+        MemberList => read::<member::List>(ctx, session, op, input).boxed(),
+        MemberInvite => write::<member::MakeInvite>(ctx, session, op, input, key).boxed(),
+        MemberSetRole => write::<member::SetRole>(ctx, session, op, input, key).boxed(),
+        MemberRemove => write::<member::Remove>(ctx, session, op, input, key).boxed(),
+        InviteList => read::<member::Invites>(ctx, session, op, input).boxed(),
+        InviteAccept => write::<member::Accept>(ctx, session, op, input, key).boxed(),
     };
     call.await
 }

@@ -1,6 +1,8 @@
 //! Reconcile runs and their entries.
 
 use sqlx::PgConnection;
+use svc_contract::knowledge::Provenance;
+use svc_contract::operations::knowledge_source::Submission;
 
 use super::types::{StoredPlanAction, StoredProvenanceKind, StoredReconcileStatus};
 use crate::ids::{AgentId, RunId, SourceId, WorkspaceId};
@@ -161,6 +163,21 @@ pub struct EntryRow {
     pub digest: Option<String>,
     pub required: Option<bool>,
     pub content: Option<String>,
+}
+
+impl EntryRow {
+    /// The submission an upsert entry was stored with; `None` for a
+    /// tombstone (or an upsert missing a field, which no insert writes).
+    pub fn into_submission(self) -> Option<Submission> {
+        Some(Submission {
+            title: self.title?,
+            provenance: Provenance { kind: self.provenance_kind?.into(), uri: self.provenance_uri? },
+            revision: self.revision?,
+            digest: self.digest?,
+            required: self.required?,
+            content: self.content?,
+        })
+    }
 }
 
 #[tracing::instrument(level = "debug", skip(conn))]

@@ -1,69 +1,90 @@
-//! Input validation against the catalog's JSON Schemas, for every surface at once.
+//! Input validation against the catalog's JSON Schemas: the one check the
+//! server runs on every surface and the command-line client runs before it
+//! sends anything, so both refuse the same input at the same path with the
+//! same message.
 //!
 //! Each violated rule becomes one [`Issue`] with a JSON pointer to where it is, so
 //! a caller can fix everything in one go. Messages never echo the offending value:
 //! inputs can be large, and callers' data is theirs.
 
+use std::sync::OnceLock;
+
 use jsonschema::error::ValidationErrorKind;
 use jsonschema::{ValidationError, Validator};
 use serde_json::Value;
-use svc_contract::knowledge::MAX_CONTENT_BYTES;
-use svc_contract::schema::NO_NUL_PATTERN;
-use svc_contract::{CATALOG, Issue, Operation, OperationId, Problem};
+
+use crate::catalog::every_operation;
+use crate::knowledge::MAX_CONTENT_BYTES;
+use crate::schema::NO_NUL_PATTERN;
+use crate::{Issue, Operation, OperationId, Problem, ProblemCode};
 
 const NUL_MESSAGE: &str = "must not contain the NUL character";
 
-/// The compiled input schema of every operation, built once at start-up.
-pub struct Validators {
-    by_operation: Vec<(Value, Validator)>,
+/// An operation's input schema as checked, and its validator.
+struct Compiled {
+    schema: Value,
+    validator: Validator,
 }
 
-impl Validators {
-    pub fn new() -> Result<Self, String> {
-        let by_operation = CATALOG
-            .iter()
-            .map(|op| {
-                let mut schema = Value::Object(op.input_schema().clone());
-                leave_to_own_checks(&mut schema);
-                let validator = jsonschema::options()
-                    .should_validate_formats(true)
-                    .build(&schema)
-                    .map_err(|e| format!("{}: invalid input schema: {e}", op.id))?;
-                Ok::<_, String>((schema, validator))
-            })
-            .collect::<Result<_, _>>()?;
-        Ok(Self { by_operation })
-    }
+/// One operation's [`Compiled`], or why its schema does not compile.
+type Slot = OnceLock<Result<Compiled, String>>;
 
-    /// `Ok` when `input` satisfies the operation's schema and the rules a schema
-    /// cannot state; otherwise `invalid_request` with every issue.
-    pub fn check(&self, op: &Operation, input: &Value) -> Result<(), Problem> {
-        let (schema, validator) = &self.by_operation[op.op as usize];
-        let mut extra = content_size_issues(op.op, input);
-        nul_issues(input, &mut String::new(), &mut extra);
-        if extra.is_empty() && validator.is_valid(input) {
-            return Ok(());
-        }
-        let mut issues: Vec<Issue> = validator.iter_errors(input).flat_map(|e| issues_of(schema, &e)).collect();
-        for extra in extra {
-            // A content already over `maxLength` needs no second sentence.
-            if !issues.iter().any(|i| i.path == extra.path) {
-                issues.push(extra);
-            }
-        }
-        if issues.is_empty() {
-            return Ok(());
-        }
-        issues.sort_by(|a, b| a.path.cmp(&b.path));
-        issues.dedup();
-        Err(Problem::schema_violation(issues))
+/// The compiled input schema of `op`, compiled on first use (a client needs
+/// only the one it sends; a server compiles them all at start-up with
+/// [`compile_all`]).
+fn compiled(op: &Operation) -> Result<&'static Compiled, String> {
+    static COMPILED: OnceLock<Box<[Slot]>> = OnceLock::new();
+    let slots = COMPILED.get_or_init(|| every_operation().map(|_| OnceLock::new()).collect());
+    let slot = slots.get(op.op as usize).ok_or_else(|| format!("{} is not an operation", op.id))?;
+    slot.get_or_init(|| compile(op)).as_ref().map_err(Clone::clone)
+}
+
+fn compile(op: &Operation) -> Result<Compiled, String> {
+    let mut schema = Value::Object(op.input_schema().clone());
+    leave_to_own_checks(&mut schema);
+    let validator = jsonschema::options()
+        .should_validate_formats(true)
+        .build(&schema)
+        .map_err(|e| format!("{}: invalid input schema: {e}", op.id))?;
+    Ok(Compiled { schema, validator })
+}
+
+/// Compiles every operation's input schema now: a server fails at start-up,
+/// not on a call, if one does not compile.
+pub fn compile_all() -> Result<(), String> {
+    every_operation().try_for_each(|op| compiled(op).map(|_| ()))
+}
+
+/// `Ok` when `input` satisfies the operation's schema and the rules a schema
+/// cannot state; otherwise `invalid_request` with every issue.
+pub fn check(op: &Operation, input: &Value) -> Result<(), Problem> {
+    let Compiled { schema, validator } = compiled(op).map_err(|error| {
+        Problem::new(ProblemCode::InternalError, format!("The input schema of {} does not compile: {error}", op.id))
+    })?;
+    let mut extra = content_size_issues(op.op, input);
+    nul_issues(input, &mut String::new(), &mut extra);
+    if extra.is_empty() && validator.is_valid(input) {
+        return Ok(());
     }
+    let mut issues: Vec<Issue> = validator.iter_errors(input).flat_map(|e| issues_of(schema, &e)).collect();
+    for extra in extra {
+        // A content already over `maxLength` needs no second sentence.
+        if !issues.iter().any(|i| i.path == extra.path) {
+            issues.push(extra);
+        }
+    }
+    if issues.is_empty() {
+        return Ok(());
+    }
+    issues.sort_by(|a, b| a.path.cmp(&b.path));
+    issues.dedup();
+    Err(Problem::schema_violation(issues))
 }
 
 /// Whether `text` is an e-mail address as the contract's `format: email`
 /// states it (identity.status answers a User's `email` under that schema).
 pub fn is_email(text: &str) -> bool {
-    static EMAIL: std::sync::OnceLock<Option<Validator>> = std::sync::OnceLock::new();
+    static EMAIL: OnceLock<Option<Validator>> = OnceLock::new();
     let schema = serde_json::json!({ "type": "string", "format": "email", "pattern": NO_NUL_PATTERN });
     EMAIL
         .get_or_init(|| jsonschema::options().should_validate_formats(true).build(&schema).ok())
@@ -72,16 +93,16 @@ pub fn is_email(text: &str) -> bool {
 }
 
 /// Web addresses and origins are declared with a `pattern` (and `format:
-/// uri`) so that clients can check them, but the server checks them itself
-/// ([`crate::chat::check_url`], [`crate::chat::Origin::parse`]) to answer with
-/// the rule broken (`invalid_url`, `invalid_origin` and `details.rule`) rather
-/// than a bare pattern mismatch. Either way the request is refused.
+/// uri`) for clients that check a schema themselves, but the server parses
+/// them with its own checks (`svc_core::chat::check_url` and `Origin::parse`)
+/// to answer with the rule broken (`invalid_url`, `invalid_origin` and
+/// `details.rule`) rather than a bare pattern mismatch; the command-line
+/// client leaves them to the server too, so it answers them the same way.
 fn leave_to_own_checks(schema: &mut Value) {
     match schema {
         Value::Object(map) => {
-            let own = map
-                .get("pattern")
-                .is_some_and(|p| p == svc_contract::chat::URL_PATTERN || p == svc_contract::chat::ORIGIN_PATTERN);
+            let own =
+                map.get("pattern").is_some_and(|p| p == crate::chat::URL_PATTERN || p == crate::chat::ORIGIN_PATTERN);
             if own {
                 map.remove("pattern");
                 map.remove("format");
@@ -219,9 +240,14 @@ fn content_size_issues(op: OperationId, input: &Value) -> Vec<Issue> {
 #[cfg(test)]
 mod tests {
     use serde_json::json;
-    use svc_contract::catalog::by_id;
 
     use super::*;
+    use crate::catalog::by_id;
+
+    #[test]
+    fn every_input_schema_compiles() {
+        assert_eq!(compile_all(), Ok(()));
+    }
 
     #[test]
     fn e_mail_addresses_as_the_schema_states_them() {
@@ -234,8 +260,7 @@ mod tests {
     }
 
     fn issues(op: &str, input: Value) -> Vec<(String, String)> {
-        let validators = Validators::new().unwrap();
-        match validators.check(by_id(op).unwrap(), &input) {
+        match check(by_id(op).unwrap(), &input) {
             Ok(()) => vec![],
             Err(problem) => {
                 let details = problem.details.unwrap();
@@ -297,7 +322,7 @@ mod tests {
     fn enum_issues_list_every_allowed_value() {
         let found = issues("api_key.create", json!({"name": "k", "scopes": ["agent:admin"]}));
         assert_eq!(found.len(), 1, "{found:?}");
-        for scope in svc_contract::Scope::ALL {
+        for scope in crate::Scope::ALL {
             assert!(found[0].1.contains(&format!("\"{}\"", scope.as_str())), "{scope:?} missing: {found:?}");
         }
         assert!(!found[0].1.contains("agent:admin"), "{found:?}");
