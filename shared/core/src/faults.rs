@@ -114,35 +114,3 @@ pub(crate) fn register(registry: &mut Registry) {
         faults.breaker_trips.clone(),
     );
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::metrics::Scrape;
-
-    #[test]
-    fn counters_render_with_their_labels() {
-        connection_lost();
-        retried(Retry::Work);
-        let text = crate::metrics::Registry::default().render(Scrape::default());
-        assert!(text.contains("# TYPE svc_db_connection_lost_total counter"));
-        assert!(text.lines().any(|l| l.starts_with("svc_db_connection_lost_total ") && !l.ends_with(" 0")));
-        assert!(text.lines().any(|l| l.starts_with("svc_db_retries_total{path=\"work\"} ") && !l.ends_with(" 0")));
-        assert!(text.contains("svc_db_retries_total{path=\"request\"}"));
-        assert!(text.contains("# TYPE svc_queue_breaker_open gauge\nsvc_queue_breaker_open "), "{text}");
-        assert!(text.contains("svc_queue_breaker_trips_total "), "{text}");
-    }
-
-    #[test]
-    fn open_breakers_show_as_one() {
-        let open = || {
-            let text = crate::metrics::Registry::default().render(Scrape::default());
-            text.lines().find_map(|l| l.strip_prefix("svc_queue_breaker_open ")).map(str::to_owned)
-        };
-        queue_breaker_opened();
-        queue_breaker_opened();
-        assert_eq!(open().as_deref(), Some("1"));
-        queue_breaker_closed();
-        queue_breaker_closed();
-    }
-}

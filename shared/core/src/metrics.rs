@@ -181,6 +181,34 @@ impl Collector for Scraped {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::faults::{self, Retry};
+
+    /// The fault counters of [`crate::faults`], as every process serves them.
+    #[test]
+    fn counters_render_with_their_labels() {
+        faults::connection_lost();
+        faults::retried(Retry::Work);
+        let text = Registry::default().render(Scrape::default());
+        assert!(text.contains("# TYPE svc_db_connection_lost_total counter"));
+        assert!(text.lines().any(|l| l.starts_with("svc_db_connection_lost_total ") && !l.ends_with(" 0")));
+        assert!(text.lines().any(|l| l.starts_with("svc_db_retries_total{path=\"work\"} ") && !l.ends_with(" 0")));
+        assert!(text.contains("svc_db_retries_total{path=\"request\"}"));
+        assert!(text.contains("# TYPE svc_queue_breaker_open gauge\nsvc_queue_breaker_open "), "{text}");
+        assert!(text.contains("svc_queue_breaker_trips_total "), "{text}");
+    }
+
+    #[test]
+    fn open_breakers_show_as_one() {
+        let open = || {
+            let text = Registry::default().render(Scrape::default());
+            text.lines().find_map(|l| l.strip_prefix("svc_queue_breaker_open ")).map(str::to_owned)
+        };
+        faults::queue_breaker_opened();
+        faults::queue_breaker_opened();
+        assert_eq!(open().as_deref(), Some("1"));
+        faults::queue_breaker_closed();
+        faults::queue_breaker_closed();
+    }
 
     #[test]
     fn one_registry_holds_the_faults_and_each_scrapes_figures() {
