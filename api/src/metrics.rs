@@ -78,7 +78,7 @@ impl Metrics {
         });
         let (ok, duration) = &*series;
         // The success series is made by the first success: a failure first
-        // leaves it out of the exposition, as before it was kept.
+        // leaves it out of the exposition.
         let outcome_labels = |outcome| [labels[0], labels[1], ("outcome", outcome)];
         match outcome {
             None => ok.get_or_init(|| self.calls.get_or_create(&outcome_labels("ok")).clone()).inc(),

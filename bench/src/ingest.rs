@@ -2,8 +2,7 @@
 //! the real API (in-process) and 1 or 2 real `svc-worker` processes, beside the
 //! practical limit measured in the same run: the same passages written straight
 //! into PostgreSQL with COPY, into a table with the same tsvector and a GIN
-//! index on it (the limit issue 7 names; the pipeline itself writes postings
-//! instead of a GIN index since migration 0008).
+//! index on it (the pipeline itself writes postings, not a GIN index).
 //!
 //! `cargo build --release --workspace --bins &&
 //!  cargo run --release -p svc-bench -- ingest [--sources 100] [--bytes 750000] [--workers 1,2] [--corpus PATH]`

@@ -127,6 +127,8 @@ enum Server {
     NoWaitCache,
     /// Keeps no callers (`SVC_CALLER_CACHE_ENTRIES=0`).
     NoCallerCache,
+    /// Keeps no connection warm between requests (`SVC_DB_WARM_MS=0`).
+    NoWarm,
 }
 
 struct Measured {
@@ -169,6 +171,8 @@ async fn bench(options: &Options, url: &str) -> anyhow::Result<()> {
     // And authenticating every request from PostgreSQL.
     let no_caller_cache =
         serve_with(svc_api::config::ServeConfig { caller_cache_entries: 0, ..config.clone() }).await?;
+    // And handing every connection back to sqlx after each request.
+    let no_warm = serve_with(svc_api::config::ServeConfig { db_warm_ms: 0, ..config.clone() }).await?;
 
     // A User with a Workspace (limits raised so agent.create can run) and an Agent.
     svc_core::admin::user_setup(&pool, ISSUER, "bench", "bench@example.test", None).await?;
@@ -246,10 +250,16 @@ async fn bench(options: &Options, url: &str) -> anyhow::Result<()> {
         operation("identity.status", "identity/status", &ws, json!({})),
         operation("agent.inspect (user)", "agents/inspect", &ws, json!({ "agentId": agent_id })),
         by_key("agent.inspect (API key)", "agents/inspect", json!({ "agentId": agent_id })),
-        // As before the callers were kept: authentication reads PostgreSQL.
+        // With no caller kept: authentication reads PostgreSQL.
         Scenario {
             name: "agent.inspect (API key, no caller cache)",
             server: Server::NoCallerCache,
+            ..by_key("", "agents/inspect", json!({ "agentId": agent_id }))
+        },
+        // With every connection handed back to sqlx, which pings it.
+        Scenario {
+            name: "agent.inspect (API key, no warm connections)",
+            server: Server::NoWarm,
             ..by_key("", "agents/inspect", json!({ "agentId": agent_id }))
         },
         // The same calls over MCP, beside their HTTP rows (contract §13).
@@ -260,6 +270,19 @@ async fn bench(options: &Options, url: &str) -> anyhow::Result<()> {
             None,
             json!({ "agentId": agent_id }),
         ),
+        // An `Mcp-Method` header (which rmcp ignores before 2026-07-28) keeps
+        // the call off the gate's fast path: rmcp serves it.
+        {
+            let mut call = Scenario::tool_call(
+                "agent.inspect (API key, MCP, rmcp alone)",
+                "svc_agent_inspect",
+                &key_auth,
+                None,
+                json!({ "agentId": agent_id }),
+            );
+            call.headers.push(("mcp-method", "tools/call".into()));
+            call
+        },
         Scenario::tool_call(
             "agent.inspect (user, MCP)",
             "svc_agent_inspect",
@@ -318,6 +341,7 @@ async fn bench(options: &Options, url: &str) -> anyhow::Result<()> {
                 Server::Default => addr,
                 Server::NoWaitCache => no_wait_cache,
                 Server::NoCallerCache => no_caller_cache,
+                Server::NoWarm => no_warm,
             };
             load(target, scenario, connections, Duration::from_secs(warm_up)).await?;
             let background = scenario.beside.clone().map(|(other, n)| {
@@ -355,13 +379,13 @@ async fn bench(options: &Options, url: &str) -> anyhow::Result<()> {
     }
     // The service's rows beside the bare handler that uses the pool as it does.
     if let Some(warm) = results.iter().find(|r| r.name == WARM_LIMIT) {
-        for r in results.iter().filter(|r| r.name.starts_with("agent.inspect (") && !r.name.ends_with(", MCP)")) {
+        for r in results.iter().filter(|r| r.name.starts_with("agent.inspect (") && !r.name.contains(", MCP")) {
             println!("{}: of the {WARM_LIMIT} = {:.2}", r.name, r.per_second / warm.per_second);
         }
     }
     // Each MCP row beside the same call over HTTP.
-    for r in results.iter().filter(|r| r.name.ends_with(", MCP)")) {
-        let http = r.name.replace(", MCP)", ")");
+    for r in results.iter().filter(|r| r.name.contains(", MCP")) {
+        let http = format!("{})", &r.name[..r.name.find(", MCP").unwrap_or(r.name.len())]);
         if let Some(h) = results.iter().find(|h| h.name == http) {
             println!("{}: MCP / HTTP = {:.2}", r.name, r.per_second / h.per_second);
         }

@@ -434,7 +434,7 @@ mod tests {
     }
 
     /// Whatever the plain read takes, rmcp reads the same; what it declines,
-    /// rmcp still reads (or refuses) as before.
+    /// rmcp still reads (or refuses) itself.
     #[test]
     fn the_plain_read_is_rmcps() {
         let taken = [

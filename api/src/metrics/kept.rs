@@ -1,8 +1,8 @@
 //! Series found in their family once and kept by a small index, so that
 //! recording a request costs atomic updates instead of hashing its labels and
 //! taking the family's lock (four such lookups per request, in a profile of
-//! the request path). A series is made on first use, as before: the
-//! exposition shows only series that have counted something.
+//! the request path). A series is made on first use: the exposition shows
+//! only series that have counted something.
 
 use std::sync::OnceLock;
 

@@ -316,9 +316,8 @@ async fn hold_index(pool: &PgPool) -> sqlx::Transaction<'static, sqlx::Postgres>
 
 /// Waiting on another holder's lock is contention, not a failed attempt: the
 /// attempt backs off and tries again while it holds its lease, and ends
-/// `active` having spent one attempt, however many lock timeouts it met. (On
-/// the old code every retry started a new counted attempt: with a limit of 2,
-/// the revision failed `internal`.)
+/// `active` having spent one attempt, however many lock timeouts it met (were
+/// each retry a new counted attempt, a limit of 2 would fail it `internal`).
 #[sqlx::test(migrations = "../migrations")]
 async fn contention_is_retried_within_one_attempt(pool: PgPool) {
     let (_s, revision) = pending_revision(&pool).await;

@@ -525,9 +525,8 @@ async fn content_digest_and_key_rules(pool: PgPool) {
     );
 }
 
-/// The bounds of a source's values are counted in characters, as the
-/// database counted them before migration 0028 dropped its CHECKs (the
-/// contract is now their only guard): a value of multi-byte characters at
+/// The bounds of a source's values are counted in characters, by the
+/// contract as by the database's CHECKs: a value of multi-byte characters at
 /// its bound is stored whole, one more is refused at its path, an empty one
 /// too, and a replace is held to the same bounds.
 #[sqlx::test(migrations = "../migrations")]

@@ -283,7 +283,7 @@ async fn the_fast_path_answers_as_rmcp_does(pool: PgPool) {
 }
 
 /// A request the fast path leaves to rmcp gets rmcp's answer: a refusal of its
-/// headers as before, or the tool's result.
+/// headers, or the tool's result.
 #[sqlx::test(migrations = "../migrations")]
 async fn requests_the_fast_path_leaves_get_rmcps_answer(pool: PgPool) {
     let app = TestApp::new(pool).await;
@@ -307,7 +307,7 @@ async fn requests_the_fast_path_leaves_get_rmcps_answer(pool: PgPool) {
     ] {
         assert_eq!(comparable(&send(&app, &owner.token, &message, &[header]).await), fast, "{header:?}");
     }
-    // rmcp refuses at the HTTP level: the error envelope, as before.
+    // rmcp refuses at the HTTP level: the error envelope.
     for (header, status, text) in [
         (("mcp-protocol-version", "1999-01-01"), 400, "Unsupported MCP-Protocol-Version: 1999-01-01"),
         (("host", "evil.example"), 403, "Host header is not allowed"),

@@ -1,6 +1,6 @@
-//! The knowledge tables' statistics are the service's own business (issue 23,
-//! part 2): a worker analyzes the tables that changed a lot, once per interval
-//! between all replicas.
+//! The knowledge tables' statistics are the service's own business: a worker
+//! analyzes the tables that changed a lot, once per interval between all
+//! replicas.
 
 use std::time::Duration;
 

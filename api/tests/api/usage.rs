@@ -1,4 +1,4 @@
-//! Usage under concurrent writes (issue 23, 2a): the Entitlement stays exact
+//! Usage under concurrent writes: the Entitlement stays exact
 //! while a Workspace's writes run side by side, no write holds the
 //! Workspace's usage row while it waits for anything else, and adds take room
 //! on shards of their own instead of queueing on that row.

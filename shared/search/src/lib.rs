@@ -163,7 +163,7 @@ async fn search_both(
     let layout = store::vectors::layout(conn, agent).await?;
     let blocks = vectors::load(conn, cache, model, &layout).await?;
     let masked: HashSet<i64> = layout.masks.iter().copied().collect();
-    let wanted: HashSet<i64> = worded.iter().map(|w| w.document).collect();
+    let wanted: HashSet<(i64, i32)> = worded.iter().map(|w| (w.document, w.ordinal)).collect();
     let scanned = vectors::scan(&blocks, vector, &masked, &wanted, hybrid::CANDIDATES);
     let close = scanned.best.iter().any(|near| near.score >= floor);
     let fused = if close {

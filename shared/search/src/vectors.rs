@@ -194,8 +194,8 @@ pub struct Near {
 }
 
 /// What one scan found: the best `k` passages, and the scores of the
-/// passages of `wanted` documents (the other side's candidates), all
-/// outside masked documents.
+/// `wanted` passages (the other side's candidates), all outside masked
+/// documents.
 #[derive(Debug, Default)]
 pub struct Scanned {
     pub best: Vec<Near>,
@@ -207,9 +207,10 @@ pub fn scan(
     blocks: &[Arc<Block>],
     query: &Quantized,
     masked: &HashSet<i64>,
-    wanted: &HashSet<i64>,
+    wanted: &HashSet<(i64, i32)>,
     k: usize,
 ) -> Scanned {
+    let wanted_documents: HashSet<i64> = wanted.iter().map(|w| w.0).collect();
     /// Ordered by score, worst first, for a min-heap of the best.
     #[derive(PartialEq)]
     struct Worst(Near);
@@ -239,13 +240,15 @@ pub fn scan(
             if masked.contains(&document) {
                 continue;
             }
-            let keep = wanted.contains(&document);
+            // The other side's candidates are a few passages: a document
+            // holding none is passed over with one look-up.
+            let keep = wanted_documents.contains(&document);
             for i in 0..count {
                 let at = (first + i) as usize;
                 let values = &block.values[at * dim..(at + 1) * dim];
                 let score = svc_embed::dot(&query.values, values) as f32 * query.scale * block.scales[at];
                 let near = Near { document, ordinal: i as i32, score };
-                if keep {
+                if keep && wanted.contains(&(document, near.ordinal)) {
                     scanned.wanted.insert((document, near.ordinal), score);
                 }
                 if heap.len() < k {
@@ -428,12 +431,14 @@ mod tests {
         let blocks =
             [Arc::new(Block::of(3, &[(1, &a), (2, &b)]).unwrap()), Arc::new(Block::of(3, &[(3, &c)]).unwrap())];
         let query = vector(&[1.0, 0.0, 0.0]);
-        let scanned = scan(&blocks, &query, &HashSet::new(), &HashSet::from([3]), 2);
+        // Document 1's second passage is wanted, its first is not.
+        let scanned = scan(&blocks, &query, &HashSet::new(), &HashSet::from([(3, 0), (1, 1)]), 2);
         let best: Vec<(i64, i32)> = scanned.best.iter().map(|n| (n.document, n.ordinal)).collect();
         assert_eq!(best, [(1, 0), (2, 0)]);
         assert!((scanned.best[0].score - 1.0).abs() < 0.02);
-        assert_eq!(scanned.wanted.len(), 1);
+        assert_eq!(scanned.wanted.len(), 2);
         assert!(scanned.wanted[&(3, 0)].abs() < 0.02, "orthogonal");
+        assert!((scanned.wanted[&(1, 1)] - 0.707).abs() < 0.02);
         let masked = scan(&blocks, &query, &HashSet::from([1]), &HashSet::new(), 2);
         assert_eq!(masked.best.iter().map(|n| n.document).collect::<Vec<_>>(), [2, 3]);
     }

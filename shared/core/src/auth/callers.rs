@@ -1,6 +1,6 @@
 //! Authenticated callers kept per API process, so that a request whose
 //! credential and Workspace header were seen a moment ago skips the round trip
-//! that authenticates it (issue 23 §4).
+//! that authenticates it.
 //!
 //! - An entry is found by the SHA-256 of the bearer credential and the
 //!   `Svc-Workspace` header: a secret is never kept in plain form, and an entry
@@ -8,7 +8,7 @@
 //!   caller is shared across credentials or tenants.
 //! - Only successful authentications are kept; every refusal is decided anew.
 //!   A User's token is still verified on every request (its own cache keeps
-//!   that cheap), so expiry and key-set changes act as before.
+//!   that cheap), so expiry and key-set changes act at once.
 //! - PostgreSQL tells every API process when anything a caller is made of
 //!   changes (triggers on `api_keys`, `users`, `memberships` and `workspaces`
 //!   notify `caller_changed`, migration 0015); everything kept is dropped then.
@@ -20,7 +20,7 @@
 //!   one second by default), counted from the start of its read: should
 //!   notifications stop without the connection failing, a revoked credential
 //!   still stops working within that time. The full authentication that
-//!   follows also touches the key's `lastUsedAt` as before.
+//!   follows also touches the key's `lastUsedAt`.
 //! - A read that raced a notification is not kept: an entry is stored only if
 //!   no notification arrived between the start of its read and its storing.
 //! - At most about `SVC_CALLER_CACHE_ENTRIES` callers are kept; when full,

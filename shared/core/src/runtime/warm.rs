@@ -1,4 +1,4 @@
-//! Pooled connections kept warm between requests (issue 23 §4).
+//! Pooled connections kept warm between requests.
 //!
 //! sqlx checks every connection handed back to its pool with a round trip:
 //! dropping a `PoolConnection` spawns a task that pings PostgreSQL before the

@@ -1,5 +1,5 @@
 //! Escrowed shards of a Workspace's knowledge usage: adds of one Workspace run
-//! side by side instead of queueing on its usage row (issue 23 §2a).
+//! side by side instead of queueing on its usage row.
 //!
 //! Each Workspace has [`SHARDS`] rows in `workspace_usage_shards`. A shard
 //! counts knowledge usage since the last rebalance and holds room: a slice of
