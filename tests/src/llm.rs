@@ -73,6 +73,18 @@ pub async fn start_embeddings(embed: Embed, stall_from: Option<usize>) -> StandI
     .await
 }
 
+/// What answers a request's JSON body: a status and JSON.
+pub type Respond = Arc<dyn Fn(&Value) -> (u16, Value) + Send + Sync>;
+
+/// Starts a stand-in that answers each request's JSON body with `answer`.
+pub async fn start_with(answer: Respond) -> StandIn {
+    serve(Arc::new(move |_n, body: &Value| {
+        let (status, reply) = answer(body);
+        Answer::Json(status, reply)
+    }))
+    .await
+}
+
 /// What the stand-in does with one request.
 enum Answer {
     Json(u16, Value),

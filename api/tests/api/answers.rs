@@ -154,9 +154,8 @@ impl Setup {
 
     /// The key of the best source for `question`.
     async fn best(&self, agent: &str, ids: &[(String, String)], question: &str) -> Option<String> {
-        let mut conn = self.app.pool.acquire().await.unwrap();
         let agent = AgentId::parse(agent).unwrap();
-        let found = svc_core::answers::retrieve(&mut conn, None, agent, question).await.unwrap();
+        let found = svc_core::answers::retrieve(&self.app.pool, None, agent, question).await.unwrap();
         let best = found.first()?.source_id.to_string();
         ids.iter().find(|(_, id)| *id == best).map(|(key, _)| key.clone())
     }
@@ -320,7 +319,7 @@ pub async fn assert_bm25f(pool: &PgPool, agent: AgentId) -> (bool, usize) {
         for (got, want) in ranked.iter().zip(&expected) {
             assert!(got.0 == want.0 && (got.1 - want.1).abs() < 1e-9, "{question}: {ranked:?} != {expected:?}");
         }
-        let found = svc_core::answers::retrieve(&mut conn, None, agent, question).await.unwrap();
+        let found = svc_core::answers::retrieve(pool, None, agent, question).await.unwrap();
         let found: Vec<Uuid> = found.iter().map(|f| f.source_id.0).collect();
         assert_eq!(found, expected.iter().map(|e| e.0).collect::<Vec<_>>(), "{question}");
     }

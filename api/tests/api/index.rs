@@ -73,8 +73,7 @@ impl Index {
 
     /// The sources found for `question`, best first.
     async fn found(&self, question: &str) -> Vec<String> {
-        let mut conn = self.pool().acquire().await.unwrap();
-        let found = svc_core::answers::retrieve(&mut conn, None, self.agent, question).await.unwrap();
+        let found = svc_core::answers::retrieve(self.pool(), None, self.agent, question).await.unwrap();
         found.iter().map(|f| f.source_id.to_string()).collect()
     }
 

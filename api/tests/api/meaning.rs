@@ -90,8 +90,7 @@ async fn knowledge(t: &Tenant, agent: &str, processing: &Processing) -> Vec<(Str
 }
 
 async fn found(pool: &PgPool, meaning: Option<&Meaning>, agent: &str, question: &str) -> Vec<Found> {
-    let mut conn = pool.acquire().await.unwrap();
-    svc_core::answers::retrieve(&mut conn, meaning, AgentId::parse(agent).unwrap(), question).await.unwrap()
+    svc_core::answers::retrieve(pool, meaning, AgentId::parse(agent).unwrap(), question).await.unwrap()
 }
 
 fn id_of<'a>(ids: &'a [(String, String)], key: &str) -> &'a str {
@@ -198,6 +197,35 @@ async fn blocks(pool: &PgPool, agent: &str) -> Vec<i64> {
     rows.iter().flat_map(|bytes| Block::from_bytes(bytes).unwrap().numbers().collect::<Vec<_>>()).collect()
 }
 
+/// Replaces the source `returns` with a new text, processed by
+/// `processing`; returns the text.
+async fn replace_returns(t: &Tenant, ids: &[(String, String)], processing: &Processing) -> &'static str {
+    let content = "Refunds: you can return unworn items within 14 days of delivery for store credit.";
+    let input = json!({
+        "agentId": t.agent, "sourceId": id_of(ids, "returns"), "title": "Returns",
+        "provenance": { "kind": "manual", "uri": "notes" },
+        "revision": "r2", "digest": svc_contract::digest::sha256_prefixed(content.as_bytes()), "content": content,
+    });
+    let replaced = t.ok("knowledge-sources/replace", input).await["knowledgeSource"].clone();
+    assert_eq!(process(&t.app.pool, pending_of(&replaced), processing).await.unwrap(), Outcome::Promoted);
+    content
+}
+
+#[sqlx::test(migrations = "../migrations")]
+async fn an_agent_embedded_beside_a_retired_document_still_merges(pool: PgPool) {
+    let t = Tenant::with_config(pool, with_meaning()).await;
+    let words_only = processing("words-only");
+    let ids = knowledge(&t, &t.agent, &words_only).await;
+    // The replaced revision's document stays, masked, with no passages left.
+    let content = replace_returns(&t, &ids, &words_only).await;
+    assert_eq!(svc_search::embed_due(&t.app.pool, &*model(), 10).await.unwrap(), 1);
+    let agent = AgentId::parse(&t.agent).unwrap();
+    merge::merge(&t.app.pool, agent, true).await.unwrap().expect("no other merge");
+    assert_eq!(t.app.count("SELECT count(*) FROM knowledge_segment_vectors").await, 1);
+    let answered = found(&t.app.pool, Some(&meaning(vec![model()])), &t.agent, IN_OTHER_WORDS).await;
+    assert_eq!(answered[0].body, content);
+}
+
 #[sqlx::test(migrations = "../migrations")]
 async fn superseded_and_deleted_text_never_answers_by_meaning(pool: PgPool) {
     let t = Tenant::with_config(pool, with_meaning()).await;
@@ -212,14 +240,7 @@ async fn superseded_and_deleted_text_never_answers_by_meaning(pool: PgPool) {
     assert_eq!(answered[0].body, THE_ANSWER);
 
     // Replaced: the old text's vectors are masked at once.
-    let content = "Refunds: you can return unworn items within 14 days of delivery for store credit.";
-    let input = json!({
-        "agentId": t.agent, "sourceId": id_of(&ids, "returns"), "title": "Returns",
-        "provenance": { "kind": "manual", "uri": "notes" },
-        "revision": "r2", "digest": svc_contract::digest::sha256_prefixed(content.as_bytes()), "content": content,
-    });
-    let replaced = t.ok("knowledge-sources/replace", input).await["knowledgeSource"].clone();
-    assert_eq!(process(&t.app.pool, pending_of(&replaced), &embedding(model())).await.unwrap(), Outcome::Promoted);
+    let content = replace_returns(&t, &ids, &embedding(model())).await;
     // Deleted: its vectors never answer again.
     let shipping = id_of(&ids, "shipping");
     t.ok(
@@ -381,4 +402,88 @@ async fn a_question_the_endpoint_cannot_embed_goes_by_its_words(pool: PgPool) {
     assert_eq!(found(&t.app.pool, Some(&api), &t.agent, "express shipping").await, by_words);
     assert!(found(&t.app.pool, Some(&api), &t.agent, IN_OTHER_WORDS).await.is_empty());
     assert_eq!(down.requests().len(), 1, "no further try while it rests");
+}
+
+#[sqlx::test(migrations = "../migrations")]
+async fn a_question_holds_no_connection_while_the_endpoint_embeds_it(pool: PgPool) {
+    let t = Tenant::with_config(pool, with_meaning()).await;
+    let working = stand_in(None).await;
+    knowledge(&t, &t.agent, &embedding(remote(&working, Duration::from_secs(30)))).await;
+    // An endpoint that takes its time: the question waits for it.
+    let slow = stand_in(Some(0)).await;
+    let api = meaning(vec![remote(&slow, Duration::from_secs(30))]);
+    // A pool of one connection, which a question holding one would keep.
+    let options = (*t.app.pool.connect_options()).clone();
+    let one = sqlx::postgres::PgPoolOptions::new().max_connections(1).connect_with(options).await.unwrap();
+    let asking = tokio::spawn({
+        let (one, agent) = (one.clone(), t.agent.clone());
+        async move { found(&one, Some(&api), &agent, "express shipping").await }
+    });
+    while slow.requests().is_empty() {
+        tokio::task::yield_now().await;
+    }
+    let conn = one.acquire().await.unwrap();
+    assert!(!asking.is_finished(), "the connection was free while the endpoint held the question");
+    drop(conn);
+    let by_words = found(&t.app.pool, None, &t.agent, "express shipping").await;
+    assert_eq!(asking.await.unwrap(), by_words, "then the question goes by its words");
+}
+
+/// An endpoint embedding with the static model that refuses (413) any input
+/// longer than 400 characters, and pads each reply with `pad` bytes.
+async fn particular(pad: usize) -> llm::StandIn {
+    let model = Arc::new(svc_embed::StaticModel::load(&svc_tests::model_dir()).unwrap());
+    llm::start_with(Arc::new(move |body: &Value| {
+        let inputs: Vec<&str> =
+            body["input"].as_array().map(|a| a.iter().filter_map(Value::as_str).collect()).unwrap_or_default();
+        if inputs.iter().any(|text| text.chars().count() > 400) {
+            return (413, json!({ "error": { "message": "input too long" } }));
+        }
+        let data: Vec<Value> = inputs
+            .iter()
+            .enumerate()
+            .map(|(index, text)| json!({ "index": index, "embedding": model.embed(text) }))
+            .collect();
+        (200, json!({ "data": data, "pad": "x".repeat(pad) }))
+    }))
+    .await
+}
+
+#[tokio::test]
+async fn a_question_the_endpoint_refuses_leaves_it_answering_the_next() {
+    let endpoint = particular(0).await;
+    let embeddings = remote(&endpoint, Duration::from_secs(30));
+    assert!(embeddings.question(&"why ".repeat(120)).await.is_none(), "refused: by its words");
+    assert!(embeddings.question(IN_OTHER_WORDS).await.is_some(), "the next question is asked");
+    assert_eq!(endpoint.requests().len(), 2);
+}
+
+#[tokio::test]
+async fn a_reply_past_its_bound_is_not_read() {
+    let within = particular(1 << 20).await;
+    assert!(remote(&within, Duration::from_secs(30)).question(IN_OTHER_WORDS).await.is_some());
+    let past = particular(svc_core::openai::MAX_REPLY).await;
+    assert!(remote(&past, Duration::from_secs(30)).question(IN_OTHER_WORDS).await.is_none());
+}
+
+#[sqlx::test(migrations = "../migrations")]
+async fn agents_whose_embedding_fails_keep_no_other_waiting(pool: PgPool) {
+    let t = Tenant::with_config(pool, with_meaning()).await;
+    let words_only = processing("words-only");
+    // Two Agents, each with a passage the endpoint refuses, then a third.
+    let long = "A passage longer than the endpoint takes. ".repeat(12);
+    for name in ["Refused one", "Refused two"] {
+        let agent = t.ok("agents/create", json!({ "name": name })).await["agent"]["id"].as_str().unwrap().to_owned();
+        let source = t.ok("knowledge-sources/add", add_input(&agent, "long", &long)).await["knowledgeSource"].clone();
+        assert_eq!(process(&t.app.pool, pending_of(&source), &words_only).await.unwrap(), Outcome::Promoted);
+    }
+    knowledge(&t, &t.agent, &words_only).await;
+    let endpoint = particular(0).await;
+    let worker = remote(&endpoint, Duration::from_secs(30));
+    let mut sweeps = 0;
+    while svc_search::embed_due(&t.app.pool, &*worker, 2).await.unwrap() == 0 {
+        sweeps += 1;
+        assert!(sweeps < 40, "the third Agent waited {sweeps} sweeps behind the two that fail");
+    }
+    assert_eq!(model_of(&t.app.pool, &t.agent).await, "remote:stand-in");
 }

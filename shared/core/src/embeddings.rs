@@ -131,7 +131,7 @@ pub const STATIC_MIN_SIMILARITY: f32 = 0.28;
 /// A model that turns texts into vectors.
 pub struct Embeddings {
     maker: Maker,
-    /// See [`svc_search::Questions::min_similarity`].
+    /// See [`svc_search::Asked::min_similarity`].
     min_similarity: f32,
 }
 
@@ -150,6 +150,10 @@ enum Maker {
 /// Longest wait for a question's vector: the question is searched by its
 /// words without it.
 const QUESTION_WAIT: Duration = Duration::from_secs(2);
+
+/// The most dimensions a vector of an endpoint may have (the largest
+/// models' have 4,096; a block stores the dimension in 16 bits).
+const MAX_DIMENSIONS: usize = 8192;
 
 /// How long questions skip an endpoint that failed one: while it is down,
 /// answers go by words at once instead of each waiting for it.
@@ -230,10 +234,13 @@ impl Embeddings {
                 let body = json!({ "model": endpoint.model(), "input": texts });
                 let asked =
                     endpoint.post_once("embeddings", &body, |reply| read_vectors(reply, 1), QUESTION_WAIT).await;
-                if asked.is_err() {
-                    resting.rest();
-                }
-                asked
+                // Only an endpoint that is down or slow is left alone: one
+                // question it refuses says nothing of the next.
+                asked.map_err(|failed| {
+                    if failed.retry {
+                        resting.rest();
+                    }
+                })
             }
         };
         vectors.ok()?.first().map(|v| svc_embed::quantize(v))
@@ -269,14 +276,17 @@ fn read_vectors(reply: Value, expected: usize) -> Result<Vec<Vec<f32>>, String> 
     for (position, item) in data.iter().enumerate() {
         let index = item.get("index").and_then(Value::as_u64).map_or(position, |i| i as usize);
         let values = item.get("embedding").and_then(Value::as_array).ok_or("an item without an embedding array")?;
+        if values.len() > MAX_DIMENSIONS {
+            return Err(format!("an embedding of {} dimensions (at most {MAX_DIMENSIONS})", values.len()));
+        }
         let mut vector: Vec<f32> = values
             .iter()
-            .map(|v| v.as_f64().map(|x| x as f32))
+            .map(|v| v.as_f64().map(|x| x as f32).filter(|x| x.is_finite()))
             .collect::<Option<_>>()
             .ok_or("a non-number in an embedding")?;
-        let norm = vector.iter().map(|&x| f64::from(x) * f64::from(x)).sum::<f64>().sqrt() as f32;
-        if norm > 0.0 && norm.is_finite() {
-            vector.iter_mut().for_each(|x| *x /= norm);
+        let norm = vector.iter().map(|&x| f64::from(x) * f64::from(x)).sum::<f64>().sqrt();
+        if norm > 0.0 {
+            vector.iter_mut().for_each(|x| *x = (f64::from(*x) / norm) as f32);
         }
         let slot = vectors.get_mut(index).ok_or_else(|| format!("index {index} out of range"))?;
         *slot = Some(vector);
@@ -321,17 +331,14 @@ impl Models {
     fn of(&self, model: &str) -> Option<&Arc<Embeddings>> {
         self.0.iter().find(|m| m.id() == model)
     }
-}
 
-impl svc_search::Questions for Models {
-    fn min_similarity(&self, model: &str) -> f32 {
-        self.of(model).map_or(f32::INFINITY, |m| m.min_similarity)
-    }
-
-    /// With a model of that name only; a question the endpoint could not
-    /// embed is searched by its words (the failure is logged).
-    async fn embed_question(&self, model: &str, question: &str) -> Option<Quantized> {
-        self.of(model)?.question(question).await
+    /// `question` embedded by `model`, if this process has it; `None` also
+    /// when the endpoint could not embed it (logged), and the question is
+    /// searched by its words.
+    pub async fn ask(&self, model: String, question: &str) -> Option<svc_search::Asked> {
+        let embeddings = self.of(&model)?;
+        let vector = embeddings.question(question).await?;
+        Some(svc_search::Asked { model, vector, min_similarity: embeddings.min_similarity })
     }
 }
 
@@ -347,6 +354,10 @@ mod tests {
         ]});
         let vectors = read_vectors(reply, 2).unwrap();
         assert_eq!(vectors, vec![vec![0.6, 0.8], vec![0.0, 1.0]]);
+        let largest = read_vectors(json!({"data": [{"embedding": vec![1.0; MAX_DIMENSIONS]}]}), 1).unwrap();
+        assert_eq!(largest[0].len(), MAX_DIMENSIONS);
+        let huge = read_vectors(json!({"data": [{"embedding": [3e38, 3e38]}]}), 1).unwrap();
+        assert!(huge[0].iter().all(|x| (x - std::f32::consts::FRAC_1_SQRT_2).abs() < 1e-6), "{huge:?}");
     }
 
     #[test]
@@ -359,6 +370,8 @@ mod tests {
             (json!({"data": [{"embedding": ["x"]}]}), 1),
             (json!({"data": [{"embedding": []}]}), 1),
             (json!({"object": "list"}), 1),
+            (json!({"data": [{"embedding": vec![0.5; MAX_DIMENSIONS + 1]}]}), 1),
+            (json!({"data": [{"embedding": [1e300, 1.0]}]}), 1),
         ] {
             assert!(read_vectors(reply.clone(), expected).is_err(), "{reply}");
         }

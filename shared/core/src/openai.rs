@@ -38,11 +38,17 @@ pub struct Endpoint {
     client: HttpsClient<Full<Bytes>>,
 }
 
-/// Why an attempt failed, and whether another may succeed.
-struct Failed {
-    retry: bool,
-    reason: String,
+/// Why a call failed, and whether another may succeed: `retry` when the
+/// endpoint itself failed (unreachable, too slow, overloaded), not when it
+/// refused what it was sent or answered what `read` refuses.
+pub struct Failed {
+    pub retry: bool,
+    pub reason: String,
 }
+
+/// The most a reply may hold: a batch of embeddings of the largest models
+/// (256 texts × 3,072 numbers) with room to spare.
+pub const MAX_REPLY: usize = 32 << 20;
 
 impl Endpoint {
     pub fn new(mut config: EndpointConfig) -> Result<Self, String> {
@@ -66,7 +72,7 @@ impl Endpoint {
         body: &Value,
         read: impl Fn(Value) -> Result<T, String>,
     ) -> Result<T, String> {
-        self.post_within(path, body, read, 2, self.config.timeout).await
+        self.post_within(path, body, read, 2, self.config.timeout).await.map_err(|failed| failed.reason)
     }
 
     /// [`post`](Self::post) once, waiting at most `timeout` (and never longer
@@ -78,7 +84,7 @@ impl Endpoint {
         body: &Value,
         read: impl Fn(Value) -> Result<T, String>,
         timeout: Duration,
-    ) -> Result<T, String> {
+    ) -> Result<T, Failed> {
         self.post_within(path, body, read, 1, timeout.min(self.config.timeout)).await
     }
 
@@ -89,9 +95,9 @@ impl Endpoint {
         read: impl Fn(Value) -> Result<T, String>,
         attempts: usize,
         timeout: Duration,
-    ) -> Result<T, String> {
+    ) -> Result<T, Failed> {
         let body = Bytes::from(body.to_string());
-        let mut reason = String::new();
+        let mut last = Failed { retry: false, reason: String::new() };
         for attempt in 0..attempts {
             match self
                 .attempt(path, body.clone(), timeout)
@@ -101,14 +107,15 @@ impl Endpoint {
                 Ok(value) => return Ok(value),
                 Err(failed) => {
                     tracing::warn!(attempt, path, model = %self.config.model, reason = %failed.reason, "the model endpoint did not answer");
-                    reason = failed.reason;
-                    if !failed.retry {
+                    let retry = failed.retry;
+                    last = failed;
+                    if !retry {
                         break;
                     }
                 }
             }
         }
-        Err(reason)
+        Err(last)
     }
 
     async fn attempt(&self, path: &str, body: Bytes, timeout: Duration) -> Result<Value, Failed> {
@@ -122,7 +129,11 @@ impl Endpoint {
         let exchange = async {
             let response = self.client.request(request).await.map_err(|e| fail(true, format!("transport: {e}")))?;
             let status = response.status();
-            let bytes = response.into_body().collect().await.map_err(|e| fail(true, format!("body: {e}")))?.to_bytes();
+            let bytes = http_body_util::Limited::new(response.into_body(), MAX_REPLY)
+                .collect()
+                .await
+                .map_err(|e| fail(!e.is::<http_body_util::LengthLimitError>(), format!("body: {e}")))?
+                .to_bytes();
             Ok::<_, Failed>((status, bytes))
         };
         let (status, bytes) = tokio::time::timeout(timeout, exchange)

@@ -4,7 +4,7 @@
 //! The index stores and searches vectors; it makes none. A worker embeds a
 //! revision's passages ([`passage_text`]) before it indexes them, with its
 //! [`Embedder`]; an API process embeds questions with whichever model each
-//! Agent answers with ([`Questions`]). Each Agent answers with one model at a
+//! Agent answers with ([`crate::answering_model`]). Each Agent answers with one model at a
 //! time: when the workers' model changes, [`embed_due`] embeds each Agent's
 //! documents with it beside the vectors that answer, then switches the Agent
 //! over in one transaction and drops the old vectors. It also completes an
@@ -31,18 +31,6 @@ pub trait Embedder: Sync {
 
     /// The vectors of `texts`, in order, L2-normalised.
     fn embed(&self, texts: &[String]) -> impl Future<Output = std::result::Result<Vec<Vec<f32>>, String>> + Send;
-}
-
-/// What embeds a question with the model an Agent answers with, if this
-/// process has that model (else the question is searched by its words).
-pub trait Questions: Sync {
-    fn embed_question(&self, model: &str, question: &str) -> impl Future<Output = Option<Quantized>> + Send;
-
-    /// The cosine of `model` below which a passage is not close in meaning to
-    /// a question (each model has its own scale): when no passage reaches it,
-    /// the question is searched by its words alone, and a question about
-    /// nothing the Agent knows is answered "I don't know yet".
-    fn min_similarity(&self, model: &str) -> f32;
 }
 
 /// The text a passage's vector is made of: its revision's title, its heading
@@ -93,7 +81,9 @@ async fn embed_agent<E: Embedder>(pool: &PgPool, embedder: &E, agent: AgentId) -
     let mut tx = conn.begin().await?;
     segments_store::lock_merge(&mut tx, agent).await?;
     // The documents as they stand now: a merge may have moved some into new
-    // segments, a promotion added some.
+    // segments, a promotion added some. The layout is read first, so every
+    // document it names is among the members read after it, and embedded.
+    let layout = store::layout(&mut tx, agent).await?;
     let members = store::members(&mut tx, agent).await?;
     if members.is_empty() {
         // Deleted meanwhile (or emptied): nothing to answer with.
@@ -105,7 +95,6 @@ async fn embed_agent<E: Embedder>(pool: &PgPool, embedder: &E, agent: AgentId) -
         let texts = store::texts(&mut tx, agent, Some(&late)).await?;
         vectors.extend(embed_texts(embedder, texts).await?);
     }
-    let layout = store::layout(&mut tx, agent).await?;
     let have: HashSet<(bool, i64)> = store::blocks(&mut tx, model, &layout.segments, &layout.documents)
         .await?
         .into_iter()

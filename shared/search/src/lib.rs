@@ -34,7 +34,7 @@ use sqlx::pool::PoolConnection;
 use sqlx::{Connection, PgConnection, PgPool, Postgres};
 use svc_ids::{AgentId, RevisionId, SourceId};
 
-pub use embed::{Embedder, Questions, embed_due, embed_passages, passage_text};
+pub use embed::{Embedder, embed_due, embed_passages, passage_text};
 pub use error::{Error, Result};
 pub use language::Language;
 pub use merge::{maintain, maintain_due};
@@ -89,42 +89,47 @@ pub struct Hit {
     pub body: String,
 }
 
-/// What a question is searched by besides its words: its meaning, embedded
-/// by whichever model the Agent answers with (when this process has it), and
-/// the process's kept vectors.
-pub struct Meaning<'a, Q> {
-    pub questions: &'a Q,
+/// A question embedded by the model its Agent answers with
+/// ([`answering_model`]), and that model's cosine below which a passage is
+/// not close in meaning to it (each model has its own scale): when no passage
+/// reaches it, the question is searched by its words alone.
+pub struct Asked {
+    pub model: String,
+    pub vector: svc_embed::Quantized,
+    pub min_similarity: f32,
+}
+
+/// What a question is searched by besides its words: its meaning, and the
+/// process's kept vectors.
+pub struct Meaning<'a> {
+    pub asked: &'a Asked,
     pub cache: &'a Cache,
+}
+
+/// The model an Agent answers with, if it has vectors yet. The caller
+/// embeds the question with it before [`search`], holding no connection
+/// while a remote model answers.
+pub async fn answering_model(conn: &mut PgConnection, agent: AgentId) -> Result<Option<String>> {
+    Ok(store::vectors::model_of(conn, agent).await?)
 }
 
 /// The best passage of each of the best `limit` sources for `question`, best
 /// first, over every language the Agent's documents are in: by its words
-/// (BM25F) and, with `meaning` and vectors of the Agent's model, by its
-/// meaning too, fused by score. Without a vector side the order is BM25F's.
+/// (BM25F) and, with `meaning` and vectors of its model, by its meaning too,
+/// fused by score. Without a vector side the order is BM25F's.
 ///
-/// The question is embedded first; then every statement reads one snapshot:
-/// a revision promoted or retired meanwhile cannot shift the statistics or
-/// take a ranked passage away.
-pub async fn search<Q: Questions>(
+/// Every statement reads one snapshot: a revision promoted or retired
+/// meanwhile cannot shift the statistics or take a ranked passage away.
+pub async fn search(
     conn: &mut PgConnection,
     agent: AgentId,
     question: &str,
-    meaning: Option<Meaning<'_, Q>>,
+    meaning: Option<Meaning<'_>>,
     limit: usize,
 ) -> Result<Vec<Hit>> {
-    let mut embedded = None;
-    if let Some(meaning) = &meaning
-        && let Some(model) = store::vectors::model_of(conn, agent).await?
-        && let Some(vector) = meaning.questions.embed_question(&model, question).await
-    {
-        let floor = meaning.questions.min_similarity(&model);
-        embedded = Some((model, vector, meaning.cache, floor));
-    }
     let mut snapshot = conn.begin_with("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY").await?;
-    let found = match &embedded {
-        Some((model, vector, cache, floor)) => {
-            search_both(&mut snapshot, agent, question, (model, vector, cache, *floor), limit).await
-        }
+    let found = match meaning {
+        Some(meaning) => search_both(&mut snapshot, agent, question, meaning, limit).await,
         None => search_words(&mut snapshot, agent, question, limit).await,
     };
     snapshot.rollback().await?;
@@ -146,9 +151,10 @@ async fn search_both(
     conn: &mut PgConnection,
     agent: AgentId,
     question: &str,
-    (model, vector, cache, floor): (&str, &svc_embed::Quantized, &Cache, f32),
+    Meaning { asked, cache }: Meaning<'_>,
     limit: usize,
 ) -> Result<Vec<Hit>> {
+    let Asked { model, vector, min_similarity: floor } = asked;
     let mut worded = Vec::new();
     for language in store::terms::languages(conn, agent).await? {
         let vocabulary = store::terms::vocabulary(conn, agent, language, question).await?;
@@ -165,7 +171,7 @@ async fn search_both(
     let masked: HashSet<i64> = layout.masks.iter().copied().collect();
     let wanted: HashSet<(i64, i32)> = worded.iter().map(|w| (w.document, w.ordinal)).collect();
     let scanned = vectors::scan(&blocks, vector, &masked, &wanted, hybrid::CANDIDATES);
-    let close = scanned.best.iter().any(|near| near.score >= floor);
+    let close = scanned.best.iter().any(|near| near.score >= *floor);
     let fused = if close {
         hybrid::fuse(&worded, &scanned)
     } else {

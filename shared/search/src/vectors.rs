@@ -100,14 +100,20 @@ impl Block {
     /// what a merge carries into its new segment.
     pub fn merged<'a>(blocks: impl Iterator<Item = &'a Block>, dropped: &HashSet<i64>) -> Result<Option<Block>> {
         let mut parts: Vec<(i64, &Block, u32, u32)> = Vec::new();
-        let mut dim = None;
+        let (mut dim, mut any) = (None, false);
         for block in blocks {
-            if *dim.get_or_insert(block.dim) != block.dim {
+            // A block without vectors (documents with no passages left, as a
+            // retired one has) has no dimension to agree on.
+            if !block.scales.is_empty() && *dim.get_or_insert(block.dim) != block.dim {
                 return Err(corrupt("blocks of different dimensions merged"));
             }
+            any = true;
             parts.extend(block.documents.iter().filter(|d| !dropped.contains(&d.0)).map(|d| (d.0, block, d.1, d.2)));
         }
-        let Some(dim) = dim else { return Ok(None) };
+        if !any {
+            return Ok(None);
+        }
+        let dim = dim.unwrap_or(0);
         parts.sort_by_key(|p| p.0);
         let mut merged = Block { dim, documents: Vec::new(), scales: Vec::new(), values: Vec::new() };
         for (number, block, first, count) in parts {
@@ -145,7 +151,8 @@ impl Block {
         }
         let dim = usize::from(u16::from_le_bytes(reader.take()?));
         let n = u32::from_le_bytes(reader.take()?) as usize;
-        let mut documents = Vec::with_capacity(n);
+        // Sized by what the bytes can hold, not by what a header claims.
+        let mut documents = Vec::with_capacity(n.min(bytes.len() / 12));
         let mut vectors = 0u32;
         for _ in 0..n {
             let number = i64::from_le_bytes(reader.take()?);
@@ -154,7 +161,7 @@ impl Block {
             vectors = vectors.checked_add(count).ok_or_else(|| corrupt("a vector block too large"))?;
         }
         let vectors = vectors as usize;
-        let mut scales = Vec::with_capacity(vectors);
+        let mut scales = Vec::with_capacity(vectors.min(reader.0.len() / 4));
         for _ in 0..vectors {
             scales.push(f32::from_le_bytes(reader.take()?));
         }
@@ -451,6 +458,26 @@ mod tests {
         assert_eq!(merged.documents, [(5, 0, 1), (6, 1, 2)]);
         assert_eq!(merged.values.len(), 6);
         assert_eq!(Block::merged(std::iter::empty(), &HashSet::new()).unwrap(), None);
+    }
+
+    #[test]
+    fn a_block_without_vectors_merges_with_any_dimension() {
+        // A retired document embedded with no passages left: dimension 0.
+        let retired = Block::single(&[]).renumbered(3);
+        let held = Block::of(2, &[(5, &[vector(&[1.0, 0.0])])]).unwrap();
+        let merged = Block::merged([&retired, &held].into_iter(), &HashSet::from([3])).unwrap().unwrap();
+        assert_eq!((merged.dim, merged.documents.as_slice()), (2, &[(5, 0, 1)][..]));
+        let only = Block::merged([&retired].into_iter(), &HashSet::new()).unwrap().unwrap();
+        assert_eq!(only.documents, [(3, 0, 0)]);
+        let other = Block::of(3, &[(6, &[vector(&[1.0, 0.0, 0.0])])]).unwrap();
+        assert!(Block::merged([&held, &other].into_iter(), &HashSet::new()).is_err(), "two models' vectors");
+    }
+
+    #[test]
+    fn a_header_claiming_more_than_its_bytes_is_refused_without_allocating_it() {
+        let mut bytes = vec![LAYOUT, 2, 0];
+        bytes.extend_from_slice(&u32::MAX.to_le_bytes());
+        assert!(matches!(Block::from_bytes(&bytes), Err(Error::Corrupt(_))));
     }
 
     #[test]

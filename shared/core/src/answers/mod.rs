@@ -14,7 +14,7 @@ mod text;
 use std::collections::HashMap;
 use std::time::Instant;
 
-use sqlx::{PgConnection, PgPool};
+use sqlx::PgPool;
 use svc_contract::resources::Language;
 
 pub use llm::Llm;
@@ -93,14 +93,25 @@ pub struct Engine<'a> {
 
 /// The best passages for `question`, best first, one per source (at most
 /// [`MAX_SOURCES`]), with what shows where each came from: by the question's
-/// words and, with `meaning`, by its meaning too.
-pub async fn retrieve(
-    conn: &mut PgConnection,
-    meaning: Option<&Meaning>,
-    agent: AgentId,
-    question: &str,
-) -> Result<Vec<Found>> {
-    let meaning = meaning.map(|m| svc_search::Meaning { questions: &m.models, cache: &m.cache });
+/// words and, with `meaning`, by its meaning too. The question is embedded
+/// before the search takes its connection, so a remote model holds none.
+pub async fn retrieve(pool: &PgPool, meaning: Option<&Meaning>, agent: AgentId, question: &str) -> Result<Vec<Found>> {
+    let asked = match meaning {
+        Some(meaning) => {
+            let model = {
+                let mut conn = crate::runtime::connection(pool).await?;
+                svc_search::answering_model(&mut conn, agent).await?
+            };
+            match model {
+                Some(model) => meaning.models.ask(model, question).await,
+                None => None,
+            }
+        }
+        None => None,
+    };
+    let mut conn = crate::runtime::connection(pool).await?;
+    let conn = &mut *conn;
+    let meaning = meaning.zip(asked.as_ref()).map(|(m, asked)| svc_search::Meaning { asked, cache: &m.cache });
     let hits = svc_search::search(conn, agent, question, meaning, MAX_SOURCES).await?;
     let revisions: Vec<RevisionId> = hits.iter().map(|h| h.revision_id).collect();
     let cited: HashMap<RevisionId, (String, String)> = store::knowledge::citations(conn, &revisions)
@@ -135,10 +146,7 @@ pub async fn answer(
     question: &str,
 ) -> Result<Answer> {
     let started = Instant::now();
-    let found = {
-        let mut conn = crate::runtime::connection(pool).await?;
-        retrieve(&mut conn, meaning, speaker.id, question).await?
-    };
+    let found = retrieve(pool, meaning, speaker.id, question).await?;
     let retrieval = started.elapsed();
     let sources: Vec<Source> =
         found.iter().map(|f| Source { id: f.source_id, title: f.title.clone(), uri: f.uri.clone() }).collect();

@@ -146,7 +146,7 @@ pub async fn drop_documents(conn: &mut PgConnection, documents: &[i64]) -> sqlx:
 pub async fn agents_to_embed(conn: &mut PgConnection, model: &str, limit: i64) -> sqlx::Result<Vec<AgentId>> {
     sqlx::query_scalar!(
         r#"
-        SELECT DISTINCT agent_id AS "agent_id!: AgentId" FROM (
+        SELECT agent_id AS "agent_id!: AgentId" FROM (SELECT DISTINCT agent_id FROM (
             SELECT d.agent_id FROM knowledge_documents d
             WHERE d.segment_id IS NULL AND NOT EXISTS (
                 SELECT 1 FROM knowledge_document_vectors v WHERE v.number = d.number AND v.model = $1)
@@ -156,7 +156,10 @@ pub async fn agents_to_embed(conn: &mut PgConnection, model: &str, limit: i64) -
             UNION ALL
             SELECT m.agent_id FROM knowledge_vector_models m WHERE m.model <> $1
               AND EXISTS (SELECT 1 FROM knowledge_documents d WHERE d.agent_id = m.agent_id)
-        ) due
+        ) due) agents
+        -- In no fixed order: Agents that fail every time (an endpoint that
+        -- refuses one of their passages) cannot keep the others waiting.
+        ORDER BY random()
         LIMIT $2
         "#,
         model,
