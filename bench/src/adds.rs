@@ -32,7 +32,7 @@
 //!
 //! `cargo build --release --workspace --bins &&
 //!  target/release/svc-bench adds [--sources 20000] [--size 400] [--clients 8]
-//!    [--workers 1] [--rounds 1] [--bins DIR,DIR] [--corpus PATH]`
+//!    [--workers 1] [--rounds 1] [--bins DIR,DIR] [--idempotency-keys] [--corpus PATH]`
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -71,6 +71,10 @@ pub struct Options {
     /// (comma-separated); the default is svc-bench's own folder.
     #[arg(long, value_delimiter = ',', default_values_os_t = [own_folder()], value_name = "DIR,DIR")]
     bins: Vec<PathBuf>,
+    /// Each add with an idempotency key, so it runs in a transaction with its
+    /// record instead of as its one statement alone.
+    #[arg(long)]
+    idempotency_keys: bool,
     /// The corpus.jsonl the sources' text is drawn from.
     #[arg(long, default_value_os_t = corpus::default_path(), value_name = "PATH")]
     corpus: PathBuf,
@@ -312,6 +316,7 @@ async fn import(
         for _ in 0..options.clients {
             let (client, token, workspace, agent, next, documents) =
                 (client.clone(), token.clone(), workspace.clone(), agent.clone(), next.clone(), documents.clone());
+            let keyed = options.idempotency_keys;
             clients.spawn(async move {
                 loop {
                     let i = next.fetch_add(1, Ordering::Relaxed);
@@ -320,12 +325,15 @@ async fn import(
                         return anyhow::Ok(());
                     }
                     let content = &documents[i];
-                    let input = json!({
+                    let mut input = json!({
                         "agentId": agent, "key": format!("doc-{i}"), "title": format!("Document {i}"),
                         "provenance": { "kind": "repository", "uri": format!("docs/{i}") },
                         "revision": "v1", "digest": svc_contract::digest::sha256_prefixed(content.as_bytes()),
                         "content": content,
                     });
+                    if keyed {
+                        input["idempotencyKey"] = json!(format!("add-{i}"));
+                    }
                     let added = client
                         .post_json(
                             "/api/public/operations/knowledge-sources/add",
