@@ -158,6 +158,22 @@ pub fn request_id() -> String {
     format!("req_{}", encode(Uuid::now_v7()))
 }
 
+/// The PostgreSQL advisory lock key of a name made of `parts`: the first 8
+/// bytes of their SHA-256, each part length-prefixed so that no two splits
+/// collide. The core and the search index name every lock they take by it.
+pub fn lock_key(parts: &[&[u8]]) -> i64 {
+    use sha2::{Digest, Sha256};
+    let mut hasher = Sha256::new();
+    for part in parts {
+        hasher.update((part.len() as u64).to_be_bytes());
+        hasher.update(part);
+    }
+    let digest = hasher.finalize();
+    let mut first = [0u8; 8];
+    first.copy_from_slice(&digest[..8]);
+    i64::from_be_bytes(first)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -181,6 +197,13 @@ mod tests {
         ] {
             assert_eq!(AgentId::parse(bad), None, "{bad}");
         }
+    }
+
+    #[test]
+    fn a_lock_key_is_the_same_in_every_release_and_every_split_is_its_own() {
+        // What every replica, of any release, computes for the same lock.
+        assert_eq!(lock_key(&[b"knowledge-merge", &[0; 16]]), 6_179_092_875_911_326_261);
+        assert_ne!(lock_key(&[b"a", b"bc"]), lock_key(&[b"ab", b"c"]));
     }
 
     #[test]

@@ -1,21 +1,8 @@
 //! Transaction-scoped PostgreSQL advisory locks, named by a 64-bit key.
 
-use sha2::{Digest, Sha256};
 use sqlx::PgConnection;
 
-/// The advisory lock key of a name made of `parts` (the first 8 bytes of their
-/// SHA-256, each part length-prefixed so that no two splits collide).
-pub fn key(parts: &[&[u8]]) -> i64 {
-    let mut hasher = Sha256::new();
-    for part in parts {
-        hasher.update((part.len() as u64).to_be_bytes());
-        hasher.update(part);
-    }
-    let digest = hasher.finalize();
-    let mut first = [0u8; 8];
-    first.copy_from_slice(&digest[..8]);
-    i64::from_be_bytes(first)
-}
+pub use svc_ids::lock_key as key;
 
 /// Takes the lock without waiting; `false` when another transaction holds it.
 #[tracing::instrument(level = "debug", skip(conn))]

@@ -2,26 +2,14 @@
 //! promotion, retirement and the background merge (`crate::merge`) write
 //! them. What ranking reads of them is in `terms`.
 
-use sha2::{Digest, Sha256};
 use sqlx::PgConnection;
 use svc_ids::{AgentId, RevisionId};
 
 use crate::Language;
 
-/// The advisory lock one merge of an Agent's index holds at a time: the first
-/// 8 bytes of the SHA-256 of its length-prefixed parts, as `svc_core`'s
-/// `store::advisory::key` names every lock (replicas of older releases take
-/// the same one).
+/// The advisory lock one merge of an Agent's index holds at a time.
 fn merge_key(agent: AgentId) -> i64 {
-    let mut hasher = Sha256::new();
-    for part in [b"knowledge-merge".as_slice(), agent.0.as_bytes()] {
-        hasher.update((part.len() as u64).to_be_bytes());
-        hasher.update(part);
-    }
-    let digest = hasher.finalize();
-    let mut first = [0u8; 8];
-    first.copy_from_slice(&digest[..8]);
-    i64::from_be_bytes(first)
+    svc_ids::lock_key(&[b"knowledge-merge", agent.0.as_bytes()])
 }
 
 /// Takes the Agent's merge lock for this transaction without waiting; `false`
