@@ -1,6 +1,6 @@
 //! Test databases go even when their test fails. `#[sqlx::test]` drops a
 //! test's database only when the test passes (it keeps a failed one to look
-//! at), so a failing run used to leave `_sqlx_test_*` databases behind. A test
+//! at), so on its own it leaves a failed test's `_sqlx_test_*` database. A test
 //! that names its database through this crate's helpers has it dropped by a
 //! panic hook when it panics: with `WITH (FORCE)`, since the processes the test
 //! started may still be connected.

@@ -260,6 +260,10 @@ async fn superseded_and_deleted_text_never_answers_by_meaning(pool: PgPool) {
         }
     };
     check("masked").await;
+    // Nothing live is close to a question about parcels: were the deleted
+    // source's vectors not masked, their closeness would open the meaning
+    // side and bring the live sources in.
+    assert!(found(&t.app.pool, Some(&meaning), &t.agent, "How soon will my parcel get to me?").await.is_empty());
     // A purging merge drops them from the blocks; what stays answers alike.
     merge::merge(&t.app.pool, agent, true).await.unwrap().expect("no other merge");
     check("merged").await;
