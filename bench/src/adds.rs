@@ -332,7 +332,7 @@ async fn import(
                         "content": content,
                     });
                     if keyed {
-                        input["idempotencyKey"] = json!(format!("add-{i}"));
+                        input["idempotencyKey"] = json!(format!("adds-bench-{i}"));
                     }
                     let added = client
                         .post_json(
