@@ -423,9 +423,12 @@ async fn a_question_holds_no_connection_while_the_endpoint_embeds_it(pool: PgPoo
         let (one, agent) = (one.clone(), t.agent.clone());
         async move { found(&one, Some(&api), &agent, "express shipping").await }
     });
-    while slow.requests().is_empty() {
-        tokio::task::yield_now().await;
-    }
+    let asked = async {
+        while slow.requests().is_empty() {
+            tokio::task::yield_now().await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(10), asked).await.expect("the question reaches the endpoint");
     let conn = one.acquire().await.unwrap();
     assert!(!asking.is_finished(), "the connection was free while the endpoint held the question");
     drop(conn);
@@ -467,27 +470,50 @@ async fn a_reply_past_its_bound_is_not_read() {
     let within = particular(1 << 20).await;
     assert!(remote(&within, Duration::from_secs(30)).question(IN_OTHER_WORDS).await.is_some());
     let past = particular(svc_core::openai::MAX_REPLY).await;
-    assert!(remote(&past, Duration::from_secs(30)).question(IN_OTHER_WORDS).await.is_none());
+    let embeddings = remote(&past, Duration::from_secs(30));
+    assert!(embeddings.question(IN_OTHER_WORDS).await.is_none());
+    // Refused for its size, not given up on for its time: the endpoint is not
+    // left alone, and the next question is sent.
+    assert!(embeddings.question(IN_OTHER_WORDS).await.is_none());
+    assert_eq!(past.requests().len(), 2);
+}
+
+#[tokio::test]
+async fn an_endpoint_refusing_its_key_is_left_alone() {
+    let refusing = llm::start_with(Arc::new(|_: &Value| (401, json!({ "error": { "message": "bad key" } })))).await;
+    let embeddings = remote(&refusing, Duration::from_secs(30));
+    assert!(embeddings.question(IN_OTHER_WORDS).await.is_none());
+    assert!(embeddings.question(IN_OTHER_WORDS).await.is_none());
+    assert_eq!(refusing.requests().len(), 1, "no question is sent while it rests");
 }
 
 #[sqlx::test(migrations = "../migrations")]
 async fn agents_whose_embedding_fails_keep_no_other_waiting(pool: PgPool) {
     let t = Tenant::with_config(pool, with_meaning()).await;
     let words_only = processing("words-only");
-    // Two Agents, each with a passage the endpoint refuses, then a third.
+    let agent = |name: &'static str| {
+        let t = &t;
+        async move { t.ok("agents/create", json!({ "name": name })).await["agent"]["id"].as_str().unwrap().to_owned() }
+    };
+    svc_core::admin::plan_set(&t.app.pool, &t.ws, "pro", &["agents=10".to_owned()]).await.unwrap();
+    // Five Agents, each with a passage the endpoint refuses, then one more
+    // (made last: in id order, it comes last).
     let long = "A passage longer than the endpoint takes. ".repeat(12);
-    for name in ["Refused one", "Refused two"] {
-        let agent = t.ok("agents/create", json!({ "name": name })).await["agent"]["id"].as_str().unwrap().to_owned();
-        let source = t.ok("knowledge-sources/add", add_input(&agent, "long", &long)).await["knowledgeSource"].clone();
+    for name in ["Refused 1", "Refused 2", "Refused 3", "Refused 4", "Refused 5"] {
+        let refused = agent(name).await;
+        let source = t.ok("knowledge-sources/add", add_input(&refused, "long", &long)).await["knowledgeSource"].clone();
         assert_eq!(process(&t.app.pool, pending_of(&source), &words_only).await.unwrap(), Outcome::Promoted);
     }
-    knowledge(&t, &t.agent, &words_only).await;
+    let last = agent("Last").await;
+    knowledge(&t, &last, &words_only).await;
     let endpoint = particular(0).await;
     let worker = remote(&endpoint, Duration::from_secs(30));
+    // One Agent a sweep: in no fixed order, the last is taken within 100
+    // sweeps but for a chance of (5/6)^100, about 1e-8.
     let mut sweeps = 0;
-    while svc_search::embed_due(&t.app.pool, &*worker, 2).await.unwrap() == 0 {
+    while svc_search::embed_due(&t.app.pool, &*worker, 1).await.unwrap() == 0 {
         sweeps += 1;
-        assert!(sweeps < 40, "the third Agent waited {sweeps} sweeps behind the two that fail");
+        assert!(sweeps < 100, "the last Agent waited {sweeps} sweeps behind those that fail");
     }
-    assert_eq!(model_of(&t.app.pool, &t.agent).await, "remote:stand-in");
+    assert_eq!(model_of(&t.app.pool, &last).await, "remote:stand-in");
 }

@@ -152,8 +152,12 @@ enum Maker {
 const QUESTION_WAIT: Duration = Duration::from_secs(2);
 
 /// The most dimensions a vector of an endpoint may have (the largest
-/// models' have 4,096; a block stores the dimension in 16 bits).
-const MAX_DIMENSIONS: usize = 8192;
+/// embedding models' have 4,096; a block stores the dimension in 16 bits).
+const MAX_DIMENSIONS: usize = 4096;
+
+// A batch of vectors of the most dimensions fits one reply, at up to 64 bytes
+// a number.
+const _: () = assert!(crate::openai::MAX_REPLY >= svc_search::EMBED_BATCH * MAX_DIMENSIONS * 64);
 
 /// How long questions skip an endpoint that failed one: while it is down,
 /// answers go by words at once instead of each waiting for it.
@@ -234,10 +238,10 @@ impl Embeddings {
                 let body = json!({ "model": endpoint.model(), "input": texts });
                 let asked =
                     endpoint.post_once("embeddings", &body, |reply| read_vectors(reply, 1), QUESTION_WAIT).await;
-                // Only an endpoint that is down or slow is left alone: one
-                // question it refuses says nothing of the next.
+                // Only an endpoint that cannot serve anyone is left alone:
+                // one question it refuses says nothing of the next.
                 asked.map_err(|failed| {
-                    if failed.retry {
+                    if failed.of_the_endpoint() {
                         resting.rest();
                     }
                 })

@@ -40,15 +40,26 @@ pub struct Endpoint {
 
 /// Why a call failed, and whether another may succeed: `retry` when the
 /// endpoint itself failed (unreachable, too slow, overloaded), not when it
-/// refused what it was sent or answered what `read` refuses.
+/// refused what it was sent or answered what `read` refuses; `status` when it
+/// answered with one.
 pub struct Failed {
     pub retry: bool,
+    pub status: Option<u16>,
     pub reason: String,
 }
 
-/// The most a reply may hold: a batch of embeddings of the largest models
-/// (256 texts × 3,072 numbers) with room to spare.
-pub const MAX_REPLY: usize = 32 << 20;
+impl Failed {
+    /// The endpoint cannot serve anyone as configured: down, too slow,
+    /// overloaded, or refusing its key or its path (401, 403, 404).
+    pub fn of_the_endpoint(&self) -> bool {
+        self.retry || matches!(self.status, Some(401 | 403 | 404))
+    }
+}
+
+/// The most a reply may hold: a batch of embeddings of the most dimensions
+/// taken (`svc_search::EMBED_BATCH` × 4,096 numbers, each written out at full
+/// precision and indented) with room to spare.
+pub const MAX_REPLY: usize = 64 << 20;
 
 impl Endpoint {
     pub fn new(mut config: EndpointConfig) -> Result<Self, String> {
@@ -97,12 +108,12 @@ impl Endpoint {
         timeout: Duration,
     ) -> Result<T, Failed> {
         let body = Bytes::from(body.to_string());
-        let mut last = Failed { retry: false, reason: String::new() };
+        let mut last = Failed { retry: false, status: None, reason: String::new() };
         for attempt in 0..attempts {
             match self
                 .attempt(path, body.clone(), timeout)
                 .await
-                .and_then(|reply| read(reply).map_err(|reason| Failed { retry: false, reason }))
+                .and_then(|reply| read(reply).map_err(|reason| Failed { retry: false, status: None, reason }))
             {
                 Ok(value) => return Ok(value),
                 Err(failed) => {
@@ -119,7 +130,7 @@ impl Endpoint {
     }
 
     async fn attempt(&self, path: &str, body: Bytes, timeout: Duration) -> Result<Value, Failed> {
-        let fail = |retry: bool, reason: String| Failed { retry, reason };
+        let fail = |retry: bool, reason: String| Failed { retry, status: None, reason };
         let mut request =
             hyper::Request::post(format!("{}/{path}", self.config.base_url)).header("content-type", "application/json");
         if let Some(key) = &self.config.api_key {
@@ -141,7 +152,7 @@ impl Endpoint {
             .map_err(|_| fail(true, format!("no answer within {timeout:?}")))??;
         if !status.is_success() {
             let retry = status.as_u16() == 429 || status.is_server_error();
-            return Err(fail(retry, format!("status {status}")));
+            return Err(Failed { status: Some(status.as_u16()), ..fail(retry, format!("status {status}")) });
         }
         serde_json::from_slice(&bytes).map_err(|e| fail(false, format!("not JSON: {e}")))
     }

@@ -48,7 +48,7 @@ pub fn passage_text(title: &str, heading: Option<&str>, body: &str) -> String {
 }
 
 /// Texts embedded per call.
-const BATCH: usize = 256;
+pub const BATCH: usize = 256;
 
 /// Embeds the Agents whose answering model is not `embedder`'s (another, or
 /// none yet) with it, at most `limit` of them; returns those switched over.

@@ -34,7 +34,7 @@ use sqlx::pool::PoolConnection;
 use sqlx::{Connection, PgConnection, PgPool, Postgres};
 use svc_ids::{AgentId, RevisionId, SourceId};
 
-pub use embed::{Embedder, embed_due, embed_passages, passage_text};
+pub use embed::{BATCH as EMBED_BATCH, Embedder, embed_due, embed_passages, passage_text};
 pub use error::{Error, Result};
 pub use language::Language;
 pub use merge::{maintain, maintain_due};
